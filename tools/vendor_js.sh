@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Re-vendor the ipywidgets HTML manager into assets/vendor/html-manager/.
+# Run by hand when ipywidgets is upgraded (needs the npm registry); the build itself never
+# downloads anything. We take the standalone `embed.js` (no require.js needed: it renders the
+# base and controls widgets, which are all the book uses) plus its fonts and licences, and
+# point its fallback module CDN at the site itself so an unknown widget fails locally instead
+# of reaching out to the network.
+set -euo pipefail
+version=${1:-1.0.15}   # @jupyter-widgets/html-manager 1.0.x pairs with ipywidgets 8.1.x
+here=$(cd "$(dirname "$0")/.." && pwd)
+dest="$here/assets/vendor/html-manager"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && npm pack --silent "@jupyter-widgets/html-manager@$version" >/dev/null && tar xzf ./*.tgz)
+rm -rf "$dest" && mkdir -p "$dest"
+# The 1.0.15 tarball has no LICENSE file; package.json says BSD-3-Clause, the licence of the
+# jupyter-widgets/ipywidgets repository it is built from. Keep both records.
+if [ -f "$tmp/package/LICENSE" ]; then cp "$tmp/package/LICENSE" "$dest/LICENSE"; else
+  cp "$here"/.venv/lib/python3.11/site-packages/ipywidgets-*.dist-info/licenses/LICENSE "$dest/LICENSE"; fi
+node -e 'const p=require(process.argv[1]); console.log(p.name+" "+p.version+": license "+p.license+" ("+(p.repository&&p.repository.url||"")+")")' \
+  "$tmp/package/package.json" > "$dest/LICENSE-npm.txt"
+cp "$tmp/package/dist/embed.js.LICENSE.txt" "$dest/"
+find "$tmp/package/dist" -maxdepth 1 -regex '.*\.\(woff2?\|ttf\|eot\|svg\)' -exec cp {} "$dest/" \;
+sed -e 's#https://cdn.jsdelivr.net/npm/#./#g' \
+  "$tmp/package/dist/embed.js" > "$dest/embed.js"
+printf '@jupyter-widgets/html-manager %s (npm), dist/embed.js with its fonts; CDN fallback pointed at the site.\n' \
+  "$version" > "$dest/VERSION"
+echo "vendored html-manager $version into $dest"
