@@ -1,0 +1,309 @@
+"""Where every byte of a training step (and of an inference step) lives.
+
+Model state per parameter follows Megatron-LM's accounting
+(``megatron/training/theoretical_memory_usage.py``): BF16 weights (2 bytes), FP32 gradients
+accumulated in a ``main_grad`` buffer (4) and Adam's FP32 master weights, first and second
+moments (12): 18 bytes, or 6 + 12/DP with the distributed optimizer. ZeRO stages 1-3
+(Rajbhandari et al. 2020, arXiv:1910.02054) shard optimizer state, then gradients, then
+weights over the data parallel ranks.
+
+Activations per transformer layer follow Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models" (arXiv:2205.05198), Section 4 and Table 2, in
+bytes, with 16-bit activations and 1-byte dropout masks: sbh(34 + 5as/h) with no
+parallelism; sbh(10 + 24/t + 5as/(ht)) with tensor parallelism; sbh(34/t + 5as/(ht)) with
+sequence parallelism too; selective recomputation drops the 5as/h term; full recomputation
+keeps only the layer input, 2sbh. Pipeline schedules keep several microbatches in flight on
+the first stage (Section 4.2.3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from companion import checks
+from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, check_layout
+from companion.roofline import dtype_bytes, resolve_gpu
+
+# Bytes per parameter: (weights, gradients, optimizer state) before any sharding.
+# BF16/FP16 mixed precision: 16-bit weights, FP32 main gradients (Megatron accumulates in
+# FP32), FP32 master copy + Adam m + v. FP8/FP4 GEMMs keep the same stored state: Transformer
+# Engine casts BF16 weights per GEMM (``fp8_params=True`` models FP8 weight storage instead).
+# Pure FP32: 4-byte weights and gradients, no master copy, Adam m + v.
+_STATE = {"bf16": (2, 4, 12), "fp16": (2, 4, 12), "fp8": (2, 4, 12), "fp4": (2, 4, 12),
+          "fp32": (4, 4, 8)}
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter held by one GPU for weights, gradients and optimizer state."""
+
+    weights: float
+    grads: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer
+
+
+def model_state_bytes_per_param(precision: str = "bf16", dp: int = 1, zero_stage: int = 0,
+                                distributed_optimizer: bool = False,
+                                grad_bytes: float | None = None,
+                                fp8_params: bool = False) -> StateBytes:
+    """Per-GPU bytes per parameter. Megatron BF16 + Adam: 18 without the distributed
+    optimizer, 6 + 12/dp with it. ``grad_bytes=2`` gives the ZeRO paper's 16-byte recipe
+    (2 + 2 + 12), sharded as stage 1: 4 + 12/dp, stage 2: 2 + 14/dp, stage 3: 16/dp."""
+    w, g, o = _STATE[checks.choice("precision", precision, PRECISIONS)]
+    dp = checks.number("dp", dp, integer=True, positive=True)
+    checks.number("zero_stage", zero_stage, integer=True, minimum=0, maximum=3)
+    if grad_bytes is not None:
+        g = checks.number("grad_bytes", grad_bytes, positive=True)
+    if fp8_params:
+        w = 1
+    stage = max(zero_stage, 1 if distributed_optimizer else 0)
+    return StateBytes(w / dp if stage >= 3 else w, g / dp if stage >= 2 else g,
+                      o / dp if stage >= 1 else o)
+
+
+def megatron_bytes_per_param(dp: int = 1, distributed_optimizer: bool = False) -> float:
+    """Megatron-LM's weights-plus-optimizer figure: 18, or 6 + 12/dp distributed."""
+    return model_state_bytes_per_param("bf16", dp, 0, distributed_optimizer).total
+
+
+def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, heads: int,
+                                tp: int = 1, sequence_parallel: bool = False,
+                                recompute: str = "none", ffn_hidden: int | None = None,
+                                kv_heads: int | None = None, ffn_type: str = "gelu",
+                                flash_attention: bool = False, cp: int = 1) -> float:
+    """Activation bytes one transformer layer keeps for the backward pass, per GPU.
+
+    With the defaults (``ffn_hidden = 4 hidden``, MHA, GELU) this is Table 2 of Korthikanti
+    et al. 2022. Of the 34 sbh: 10 stay whole on every TP rank unless sequence parallel
+    (two norm inputs 4, QKV and MLP inputs 4, two dropout masks 2), 24 are split by TP
+    (Q, K, V 6, projection input 2, GELU input 8, second MLP input 8). Generalizations, by the
+    paper's own counting: the MLP's 16 is 4 x ffn_hidden / hidden (6x for SwiGLU, which saves
+    the gate and up outputs and their product); GQA shrinks K and V by kv_heads/heads;
+    ``flash_attention`` never materializes the 5as/h score tensors; with context parallelism
+    each rank holds seq_len/cp queries against all seq_len keys. ``recompute="full"`` keeps the
+    layer input only: 2sbh, split by t when sequence parallel (the paper's 2sbhL/t remark).
+    """
+    s, b, h, a, t, cp = (checks.number(p, v, integer=True, positive=True) for p, v in (
+        ("seq_len", seq_len), ("microbatch", microbatch), ("hidden", hidden), ("heads", heads),
+        ("tp", tp), ("cp", cp)))
+    checks.choice("recompute", recompute, RECOMPUTE)
+    checks.choice("ffn_type", ffn_type, ("gelu", "swiglu"))
+    checks.divides("tp", t, "heads", a)
+    checks.divides("cp", cp, "seq_len", s)
+    f = 4 * h if ffn_hidden is None else checks.number("ffn_hidden", ffn_hidden, integer=True,
+                                                        positive=True)
+    g = 1.0
+    if kv_heads is not None:
+        checks.number("kv_heads", kv_heads, integer=True, positive=True)
+        checks.divides("kv_heads", kv_heads, "heads", a)
+        g = kv_heads / a
+    s_local = s // cp
+    sbh = s_local * b * h
+    if recompute == "full":
+        return 2.0 * sbh / (t if sequence_parallel else 1)
+    replicated = 10.0
+    split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / h
+    scores = 0.0 if (recompute == "selective" or flash_attention) else 5.0 * a * s / h
+    per = replicated / t if sequence_parallel else replicated
+    return sbh * (per + split / t + scores / t)
+
+
+def pipeline_inflight_microbatches(pp: int, vpp: int = 1,
+                                   num_microbatches: int | None = None) -> float:
+    """Microbatches' worth of a stage's activations the first pipeline stage holds at peak.
+
+    1F1B: pp (it must hold pp microbatches to keep the pipeline full; fewer if there are
+    fewer microbatches), so L/pp layers x pp = L layers regardless of pp (Korthikanti et al.,
+    Eq. 5). Interleaved with ``vpp`` virtual stages: pp x (1 + (pp-1)/(pp x vpp)).
+    """
+    pp = checks.number("pp", pp, integer=True, positive=True)
+    vpp = checks.number("vpp", vpp, integer=True, positive=True)
+    if vpp > 1:
+        return pp * (1 + (pp - 1) / (pp * vpp))
+    if num_microbatches is None:
+        return float(pp)
+    return float(min(pp, checks.number("num_microbatches", num_microbatches, integer=True,
+                                       positive=True)))
+
+
+@dataclass(frozen=True)
+class ParamSplit:
+    """Parameters on the most loaded GPU (first pipeline stage)."""
+
+    dense: float  # attention, norms, dense MLPs, shared experts, router, embeddings
+    expert: float  # routed experts
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def params_per_gpu(model: Transformer, layout: Layout) -> ParamSplit:
+    """Parameters held by a first-stage GPU: its share of the layers plus the embeddings
+    (and the output layer when untied and pp == 1), split by TP; routed experts split by
+    EP x TP (Megatron's expert tensor parallel size defaults to TP)."""
+    check_layout(model, layout)
+    experts = model.routed_expert_params
+    embed = model.vocab * model.hidden + (model.seq_len * model.hidden
+                                          if model.learned_positions else 0)
+    if not model.tied_embeddings and layout.pp == 1:
+        embed += model.vocab * model.hidden
+    dense = ((model.layer_params - experts) / layout.pp + embed) / layout.tp
+    return ParamSplit(dense, experts / layout.pp / (layout.ep * layout.tp))
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Per-GPU memory of one training step, on the most loaded GPU (first pipeline stage)."""
+
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    reserve_bytes: float
+    total_bytes: float
+    capacity_bytes: float | None
+    fits: bool
+    reason: str
+
+
+def training_memory(model: Transformer, layout: Layout, gpu=None, *,
+                    capacity_bytes: float | None = None, reserve_bytes: float = 0.0,
+                    num_microbatches: int | None = None, flash_attention: bool = False,
+                    fp8_params: bool = False, grad_bytes: float | None = None) -> TrainingMemory:
+    """Weights, gradients, optimizer state and activations per GPU, and whether they fit.
+
+    Capacity is ``capacity_bytes`` or the GPU's ``hbm_bytes``; ``reserve_bytes`` covers what
+    the model does not count (CUDA context, NCCL buffers, allocator fragmentation: a few GB in
+    practice). Activations: :func:`activations_per_layer_bytes` x layers per stage x
+    :func:`pipeline_inflight_microbatches`, plus the embedding dropout and, with pp == 1, the
+    output layer and FP32 logits (Korthikanti et al. Section 4.3); with full recomputation,
+    one layer's activations rebuilt during its backward pass. MoE layers count the MLP width
+    active per token, (top_k + shared_experts) x expert_ffn_hidden; dispatch buffers are not
+    counted.
+    """
+    check_layout(model, layout)
+    checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    if gpu is not None and capacity_bytes is None:
+        capacity_bytes = resolve_gpu(gpu).hbm_bytes
+    if capacity_bytes is not None:
+        checks.number("capacity_bytes", capacity_bytes, positive=True)
+    split = params_per_gpu(model, layout)
+    kw = dict(precision=layout.precision, zero_stage=layout.zero_stage,
+              distributed_optimizer=layout.distributed_optimizer, grad_bytes=grad_bytes,
+              fp8_params=fp8_params)
+    dense = model_state_bytes_per_param(dp=layout.optimizer_shards, **kw)
+    expert = model_state_bytes_per_param(dp=layout.expert_optimizer_shards, **kw)
+    weights = split.dense * dense.weights + split.expert * expert.weights
+    grads = split.dense * dense.grads + split.expert * expert.grads
+    optimizer = split.dense * dense.optimizer + split.expert * expert.optimizer
+
+    m = num_microbatches if num_microbatches is not None else layout.num_microbatches
+    inflight = pipeline_inflight_microbatches(layout.pp, layout.vpp, m)
+    t, s_local, b, h = layout.tp, model.seq_len // layout.cp, layout.microbatch, model.hidden
+    common = dict(seq_len=model.seq_len, microbatch=b, hidden=h, heads=model.heads, tp=t,
+                  sequence_parallel=layout.sequence_parallel, kv_heads=model.kv_heads,
+                  ffn_type=model.ffn_type, flash_attention=flash_attention, cp=layout.cp)
+    moe_ffn = (model.top_k + model.shared_experts) * model.expert_ffn
+
+    def per_layer(recompute, ffn):
+        return activations_per_layer_bytes(recompute=recompute, ffn_hidden=ffn, **common)
+
+    moe_share = model.moe_layers / model.layers
+    layer = ((1 - moe_share) * per_layer(layout.recompute, model.ffn_hidden)
+             + moe_share * per_layer(layout.recompute, moe_ffn))
+    acts = layer * model.layers / layout.pp * inflight
+    sp = t if layout.sequence_parallel else 1
+    acts += s_local * b * h * inflight / sp  # embedding dropout mask, 1 byte
+    if layout.pp == 1:  # final norm and output-layer inputs, FP32 logits (vocab split by TP)
+        acts += 4 * s_local * b * h / sp + 4 * s_local * b * model.vocab / t
+    if layout.recompute == "full":
+        acts += max(per_layer("none", model.ffn_hidden), per_layer("none", moe_ffn))
+
+    total = weights + grads + optimizer + acts + reserve_bytes
+    if capacity_bytes is None:
+        fits, reason = True, "no GPU or capacity given: fit not checked"
+    elif total <= capacity_bytes:
+        fits, reason = True, f"fits: {total / 1e9:.1f} GB of {capacity_bytes / 1e9:.1f} GB"
+    else:
+        parts = {"weights": weights, "gradients": grads, "optimizer state": optimizer,
+                 "activations": acts}
+        big = max(parts, key=parts.get)
+        fits, reason = False, (f"does not fit: needs {total / 1e9:.1f} GB > "
+                               f"{capacity_bytes / 1e9:.1f} GB (largest part: {big}, "
+                               f"{parts[big] / 1e9:.1f} GB)")
+    return TrainingMemory(weights, grads, optimizer, acts, float(reserve_bytes), total,
+                          capacity_bytes, fits, reason)
+
+
+# -- inference ------------------------------------------------------------------------------
+def kv_heads_per_gpu(model: Transformer, tp: int = 1) -> int:
+    """KV heads one TP rank stores: kv_heads/tp, or one (replicated) when tp > kv_heads."""
+    tp = checks.number("tp", tp, integer=True, positive=True)
+    g = model.kv_heads_used
+    if tp <= g:
+        checks.divides("tp", tp, "kv_heads", g)
+        return g // tp
+    checks.divides("kv_heads", g, "tp", tp)
+    return 1
+
+
+def kv_cache_bytes(model: Transformer, context_len: int, batch: int = 1, dtype: str = "bf16",
+                   tp: int = 1) -> float:
+    """KV cache per GPU: 2 (K and V) x batch x context x layers x kv_heads x head_dim x bytes.
+    Linear in context length and batch; GQA/MQA divide it by heads/kv_heads."""
+    s = checks.number("context_len", context_len, integer=True, positive=True)
+    b = checks.number("batch", batch, integer=True, positive=True)
+    return (2.0 * b * s * model.layers * kv_heads_per_gpu(model, tp) * model.head_dim
+            * dtype_bytes(dtype))
+
+
+@dataclass(frozen=True)
+class DecodeEstimate:
+    """One decode step (one new token per sequence) on one GPU of a TP group."""
+
+    weights_bytes: float  # weights read per step, per GPU
+    kv_bytes: float  # KV cache read per step, per GPU
+    compute_s: float
+    memory_s: float
+    time_s: float
+    tokens_per_s: float  # across the batch
+    bound: str
+
+
+def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int = 1,
+                weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                precision: str = "bf16") -> DecodeEstimate:
+    """Bandwidth-bound decode: each step reads the weights it touches and the whole KV cache.
+
+    Time = max(bytes / HBM bandwidth, FLOPs / peak), TP ranks in parallel, communication not
+    counted. For MoE the step reads the experts the batch routes to, in expectation
+    E (1 - (1 - k/E)^batch) per layer under uniform routing.
+    """
+    g = resolve_gpu(gpu)
+    b = checks.number("batch", batch, integer=True, positive=True)
+    tp = checks.number("tp", tp, integer=True, positive=True)
+    checks.divides("tp", tp, "heads", model.heads)
+    weights = model.params
+    if model.is_moe:
+        e, k = model.experts, model.top_k
+        touched = e * (1 - (1 - k / e) ** b)
+        weights -= model.moe_layers * (e - touched) * model.expert_params
+    w_bytes = weights * dtype_bytes(weight_dtype) / tp
+    kv = kv_cache_bytes(model, context_len, b, kv_dtype, tp)
+    flops = (2.0 * model.active_params * b
+             + 4.0 * b * context_len * model.layers * model.heads * model.head_dim) / tp
+    compute_s = flops / g.peak_flops(precision)
+    memory_s = (w_bytes + kv) / g.hbm_Bps
+    t = max(compute_s, memory_s)
+    return DecodeEstimate(w_bytes, kv, compute_s, memory_s, t, b / t,
+                          "memory" if memory_s >= compute_s else "compute")
+
+
+__all__ = ["StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_param",
+           "activations_per_layer_bytes", "pipeline_inflight_microbatches", "ParamSplit",
+           "params_per_gpu", "TrainingMemory", "training_memory", "kv_heads_per_gpu",
+           "kv_cache_bytes", "DecodeEstimate", "decode_step"]

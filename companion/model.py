@@ -1,0 +1,335 @@
+"""Shared description of a transformer and of how it is laid out over GPUs.
+
+:class:`Transformer` is the model (shapes only); :class:`Layout` is the parallel split and
+training recipe. Both are frozen dataclasses checked on construction, so a bad value fails
+where it is written, with the parameter named. :func:`check_layout` checks the two together
+(TP must divide the heads, PP the layers, EP the experts, ...). :mod:`companion.memory` and
+``companion.parallel`` take these objects; ``parallel.Transformer`` is a re-export.
+
+Presets (:func:`preset`, :func:`presets`) are the models of the Megatron-LM papers and of
+Llama 3, each with its source in :data:`PRESET_SOURCES`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from companion import checks
+
+FFN_TYPES = ("gelu", "swiglu")
+RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
+
+
+def _int(param, value, minimum=1):
+    return checks.number(param, value, integer=True, minimum=minimum)
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """A decoder-only transformer, by its shapes.
+
+    ``ffn_hidden`` is the width of the dense MLP; for ``ffn_type="swiglu"`` it is the width of
+    each of the gate and up projections (Llama's ``intermediate_size``). MoE models set
+    ``experts > 1``; their MoE layers hold ``experts`` routed experts of width
+    ``expert_ffn_hidden`` (default ``ffn_hidden``), ``top_k`` of them active per token, plus
+    ``shared_experts`` always-active experts of the same width; the first ``dense_layers``
+    layers keep a dense MLP. ``bias`` says whether linear layers and norms carry biases
+    (GPT-style LayerNorm with bias) or not (Llama-style RMSNorm); ``learned_positions`` adds a
+    ``seq_len x hidden`` position table (GPT) instead of rotary embeddings.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    ffn_hidden: int
+    vocab: int
+    seq_len: int
+    kv_heads: int | None = None
+    ffn_type: str = "gelu"
+    experts: int = 1
+    top_k: int = 1
+    shared_experts: int = 0
+    expert_ffn_hidden: int | None = None
+    dense_layers: int = 0
+    tied_embeddings: bool = True
+    bias: bool = True
+    learned_positions: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string; got {type(self.name).__name__}")
+        for p in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "experts",
+                  "top_k"):
+            _int(p, getattr(self, p))
+        _int("shared_experts", self.shared_experts, minimum=0)
+        _int("dense_layers", self.dense_layers, minimum=0)
+        if self.kv_heads is not None:
+            _int("kv_heads", self.kv_heads)
+            checks.divides("kv_heads", self.kv_heads, "heads", self.heads)
+        if self.expert_ffn_hidden is not None:
+            _int("expert_ffn_hidden", self.expert_ffn_hidden)
+        checks.choice("ffn_type", self.ffn_type, FFN_TYPES)
+        checks.divides("heads", self.heads, "hidden", self.hidden)
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts}")
+        if self.dense_layers > self.layers:
+            raise ValueError(f"dense_layers={self.dense_layers} must be <= layers={self.layers}")
+        if self.experts == 1 and (self.shared_experts or self.dense_layers):
+            raise ValueError("shared_experts and dense_layers apply only to MoE models "
+                             f"(experts > 1); got experts={self.experts}")
+
+    # -- shapes -------------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head."""
+        return self.hidden // self.heads
+
+    @property
+    def kv_heads_used(self) -> int:
+        """Key/value heads actually used (``heads`` unless GQA/MQA sets ``kv_heads``)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.ffn_hidden if self.expert_ffn_hidden is None else self.expert_ffn_hidden
+
+    # -- parameter counts (exact for the layer structure described above) ----------------
+    def _mlp_params(self, width: int) -> int:
+        mats = 3 if self.ffn_type == "swiglu" else 2
+        biases = (width * (mats - 1) + self.hidden) if self.bias else 0
+        return mats * self.hidden * width + biases
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """Q, K, V and output projections (and their biases)."""
+        h, d = self.hidden, self.head_dim
+        q, kv = self.heads * d, self.kv_heads_used * d
+        weights = h * q + 2 * h * kv + q * h
+        return weights + ((q + 2 * kv + h) if self.bias else 0)
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        """Two norms per layer: LayerNorm has weight and bias, RMSNorm only a weight."""
+        return 2 * self.hidden * (2 if self.bias else 1)
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return self._mlp_params(self.ffn_hidden)
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters of one expert."""
+        return self._mlp_params(self.expert_ffn)
+
+    @property
+    def moe_mlp_params(self) -> int:
+        """Routed experts, shared experts and the router of one MoE layer."""
+        return ((self.experts + self.shared_experts) * self.expert_params
+                + self.hidden * self.experts)
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding, position table if learned, and the output layer if untied."""
+        n = self.vocab * self.hidden
+        if self.learned_positions:
+            n += self.seq_len * self.hidden
+        if not self.tied_embeddings:
+            n += self.vocab * self.hidden
+        return n
+
+    @property
+    def layer_params(self) -> int:
+        """All transformer layers (attention, MLP or MoE, norms), without embeddings."""
+        per = self.attention_params_per_layer + self.norm_params_per_layer
+        dense = self.layers - self.moe_layers
+        return (self.layers * per + dense * self.dense_mlp_params
+                + self.moe_layers * self.moe_mlp_params)
+
+    @property
+    def params(self) -> int:
+        """Total parameters, including embeddings and the final norm."""
+        final_norm = self.hidden * (2 if self.bias else 1)
+        return self.layer_params + self.embedding_params + final_norm
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Parameters in routed experts (the part split by expert parallelism)."""
+        return self.moe_layers * self.experts * self.expert_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters touched per token: routed experts count ``top_k`` of ``experts``."""
+        if not self.is_moe:
+            return self.params
+        idle = self.moe_layers * (self.experts - self.top_k) * self.expert_params
+        return self.params - idle
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model is split over GPUs and trained.
+
+    ``tp, pp, dp, cp`` multiply to the GPU count; ``ep`` (expert parallel) is carved out of
+    ``dp * cp`` as in Megatron-Core, so it must divide it. ``vpp`` is the number of virtual
+    pipeline stages per GPU (interleaved 1F1B when > 1). ``zero_stage`` 1-3 shards optimizer
+    state, then gradients, then weights over data parallel ranks (Rajbhandari et al. 2020);
+    ``distributed_optimizer`` is Megatron's equivalent of stage 1 (optimizer state sharded).
+    ``precision`` is the GEMM precision; weights keep BF16 storage and FP32 master copies.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
+    microbatch: int = 1
+    global_batch: int | None = None
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    zero_stage: int = 0
+    distributed_optimizer: bool = False
+    precision: str = "bf16"
+
+    def __post_init__(self):
+        for p in ("tp", "pp", "dp", "cp", "ep", "vpp", "microbatch"):
+            _int(p, getattr(self, p))
+        checks.choice("recompute", self.recompute, RECOMPUTE)
+        checks.choice("precision", self.precision, PRECISIONS)
+        checks.number("zero_stage", self.zero_stage, integer=True, minimum=0, maximum=3)
+        for p in ("sequence_parallel", "distributed_optimizer"):
+            if not isinstance(getattr(self, p), bool):
+                raise TypeError(f"{p} must be True or False; got {getattr(self, p)!r}")
+        if self.distributed_optimizer and self.zero_stage > 1:
+            raise ValueError("distributed_optimizer=True is Megatron's stage-1 sharding; "
+                             f"it cannot be combined with zero_stage={self.zero_stage}")
+        if self.vpp > 1 and self.pp == 1:
+            raise ValueError(f"vpp={self.vpp} needs pipeline parallelism (pp > 1); got pp=1")
+        checks.divides("ep", self.ep, "dp * cp", self.dp * self.cp)
+        if self.global_batch is not None:
+            _int("global_batch", self.global_batch)
+            checks.divides("microbatch * dp", self.microbatch * self.dp,
+                           "global_batch", self.global_batch)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def num_microbatches(self) -> int | None:
+        """Microbatches per step on each pipeline (None without ``global_batch``)."""
+        if self.global_batch is None:
+            return None
+        return self.global_batch // (self.microbatch * self.dp)
+
+    @property
+    def optimizer_shards(self) -> int:
+        """Ranks over which sharded state of dense parameters is split (DP x CP)."""
+        return self.dp * self.cp
+
+    @property
+    def expert_optimizer_shards(self) -> int:
+        """Ranks over which sharded state of routed experts is split (expert DP)."""
+        return self.dp * self.cp // self.ep
+
+
+def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None) -> None:
+    """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters)."""
+    checks.divides("tp", layout.tp, "heads", model.heads)
+    checks.divides("tp", layout.tp, "kv_heads", model.kv_heads_used)
+    checks.divides("tp", layout.tp, "ffn_hidden", model.ffn_hidden)
+    checks.divides("pp * vpp", layout.pp * layout.vpp, "layers", model.layers)
+    checks.divides("cp", layout.cp, "seq_len", model.seq_len)
+    if layout.sequence_parallel:
+        checks.divides("tp", layout.tp, "seq_len / cp", model.seq_len // layout.cp)
+    if model.is_moe:
+        checks.divides("ep", layout.ep, "experts", model.experts)
+    elif layout.ep > 1:
+        raise ValueError(f"ep={layout.ep} needs a MoE model; {model.name} has experts=1")
+    if num_gpus is not None and layout.num_gpus != num_gpus:
+        raise ValueError(f"tp*pp*dp*cp = {layout.tp}*{layout.pp}*{layout.dp}*{layout.cp} = "
+                         f"{layout.num_gpus} must equal num_gpus={num_gpus}")
+
+
+# -- presets --------------------------------------------------------------------------------
+_KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
+                "Transformer Models, arXiv:2205.05198, Table 3 (s=2048, v=51200, Section 6)")
+_NARAYANAN = ("Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU "
+              "Clusters Using Megatron-LM, arXiv:2104.04473, Table 1 (s=2048, v=51200)")
+_LLAMA3 = ("Llama Team 2024, The Llama 3 Herd of Models, arXiv:2407.21783, Table 3; "
+           "vocab 128,256 and untied embeddings from the released config.json")
+
+
+def _gpt(name, layers, hidden, heads, seq_len=2048, vocab=51200):
+    return Transformer(name, layers, hidden, heads, 4 * hidden, vocab, seq_len)
+
+
+def _llama(name, layers, hidden, heads, ffn):
+    return Transformer(name, layers, hidden, heads, ffn, 128256, 8192, kv_heads=8,
+                       ffn_type="swiglu", tied_embeddings=False, bias=False,
+                       learned_positions=False)
+
+
+_PRESETS: dict[str, tuple[Transformer, str]] = {}
+for _m in (_gpt("korthikanti-22b", 48, 6144, 64), _gpt("korthikanti-175b", 96, 12288, 96),
+           _gpt("korthikanti-530b", 105, 20480, 128), _gpt("korthikanti-1t", 128, 25600, 160)):
+    _PRESETS[_m.name] = (_m, _KORTHIKANTI)
+for _size, _l, _h, _a in (("1.7b", 24, 2304, 24), ("3.6b", 30, 3072, 32), ("7.5b", 36, 4096, 32),
+                          ("18b", 40, 6144, 48), ("39b", 48, 8192, 64), ("76b", 60, 10240, 80),
+                          ("145b", 80, 12288, 96), ("310b", 96, 16384, 128),
+                          ("530b", 105, 20480, 128), ("1t", 128, 25600, 160)):
+    _m = _gpt(f"narayanan-{_size}", _l, _h, _a)
+    _PRESETS[_m.name] = (_m, _NARAYANAN)
+_PRESETS["gpt3-175b"] = (_gpt("gpt3-175b", 96, 12288, 96), (
+    "Brown et al. 2020, Language Models are Few-Shot Learners, arXiv:2005.14165, Table 2.1 "
+    "(96 layers, d_model 12288, 96 heads, context 2048); vocab padded to 51200 as in the "
+    "Megatron papers"))
+_PRESETS["turing-530b"] = (_gpt("turing-530b", 105, 20480, 128), (
+    "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, "
+    "arXiv:2201.11990 (105 layers, hidden 20480, 128 heads, sequence 2048)"))
+for _m in (_llama("llama3-8b", 32, 4096, 32, 14336), _llama("llama3-70b", 80, 8192, 64, 28672),
+           _llama("llama3-405b", 126, 16384, 128, 53248)):
+    _PRESETS[_m.name] = (_m, _LLAMA3)
+
+#: Where each preset's shapes come from (paper and table).
+PRESET_SOURCES = {k: src for k, (_, src) in _PRESETS.items()}
+
+
+def _key(name: str) -> str:
+    # Forgiving names: "GPT-3 175B", "gpt3_175b" and "gpt3-175b" are the same preset.
+    return re.sub(r"[^a-z0-9.]", "", name.lower())
+
+
+_BY_KEY = {_key(k): k for k in _PRESETS}
+
+
+def presets() -> list[str]:
+    """Names of the preset models."""
+    return list(_PRESETS)
+
+
+def preset(name: str, **overrides) -> Transformer:
+    """A preset model by name (case, spaces, ``-`` and ``_`` ignored); ``overrides``
+    replace fields, e.g. ``preset("llama3-8b", seq_len=4096)``."""
+    if not isinstance(name, str):
+        raise TypeError(f"model name must be a string; got {type(name).__name__}")
+    canonical = _BY_KEY.get(_key(name))
+    if canonical is None:
+        checks.choice("model", name, presets())  # raises with close matches
+    model = _PRESETS[canonical][0]
+    return replace(model, **overrides) if overrides else model
+
+
+__all__ = ["Transformer", "Layout", "check_layout", "preset", "presets", "PRESET_SOURCES",
+           "FFN_TYPES", "RECOMPUTE", "PRECISIONS"]

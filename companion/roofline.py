@@ -1,0 +1,282 @@
+"""Rooflines: FLOPs, bytes moved, arithmetic intensity, and what a GPU can do with them.
+
+A kernel is a :class:`Cost` (FLOPs and the bytes it must move to and from HBM). The roofline
+(Williams, Waterman and Patterson 2009) bounds its time by ``max(flops / peak, bytes /
+bandwidth)``; the ridge point ``peak / bandwidth`` is the intensity where the two meet.
+
+GEMMs on a GPU lose a further, predictable fraction to quantization (NVIDIA, *Matrix
+Multiplication Background User's Guide*, Deep Learning Performance documentation,
+https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html,
+sections "Tile Quantization" and "Wave Quantization"): the output is cut into tiles, one
+thread block per tile, so a dimension that is not a multiple of the tile pays for a whole
+extra tile; and the tiles run in waves of one tile per SM, so a last wave that leaves SMs
+idle wastes their share. :func:`gemm_efficiency` multiplies the two fractions. The default
+tile is 128 x 128 outputs, one of the tile sizes that guide lists for cuBLAS (256x128,
+128x256, 128x128, 64x128, ...); libraries pick per shape, so pass ``tile=`` to test others.
+What the model leaves out (so it is an upper bound): kernel launch latency (``overhead_s``),
+pipeline fill for short K, split-K and stream-K schedules, and L2 effects.
+
+The ``gpu`` argument is a name resolved by :func:`companion.hardware.gpu`, or any object with
+``peak_flops(precision, sparse=False)``, ``hbm_Bps`` and ``sm_count``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from companion import checks
+
+#: Bytes per element of each storage type (fp6/fp4 are packed sub-byte formats).
+DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "e4m3": 1,
+               "e5m2": 1, "int8": 1, "fp6": 0.75, "fp4": 0.5, "int4": 0.5}
+# Storage type -> tensor-core precision whose peak applies.
+_PRECISION_OF = {"e4m3": "fp8", "e5m2": "fp8", "int4": "fp4"}
+
+SEED_FFN_SHAPE = (512, 4096, 512)  # the seeds' "typical FFN" GEMM, M x N x K
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of ``dtype`` (one of :data:`DTYPE_BYTES`)."""
+    return DTYPE_BYTES[checks.choice("dtype", dtype, DTYPE_BYTES)]
+
+
+def _pos(param, value):
+    return checks.number(param, value, integer=True, positive=True)
+
+
+def resolve_gpu(gpu):
+    """A GPU spec from a registry name, or the object itself if it has the needed attributes."""
+    if isinstance(gpu, str):
+        from companion import hardware  # lazy: the registry loads data files
+        return hardware.gpu(gpu)
+    missing = [a for a in ("peak_flops", "hbm_Bps", "sm_count") if not hasattr(gpu, a)]
+    if missing:
+        raise TypeError(f"gpu must be a GPU name or a spec with peak_flops, hbm_Bps and "
+                        f"sm_count; {type(gpu).__name__} lacks {', '.join(missing)}")
+    return gpu
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work of one kernel: ``flops`` and ``bytes_moved`` to/from HBM (compulsory traffic)."""
+
+    name: str
+    flops: float
+    bytes_moved: float
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in FLOP per byte."""
+        return self.flops / self.bytes_moved
+
+
+def gemm(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None,
+         batch: int = 1) -> Cost:
+    """C[m,n] = A[m,k] B[k,n], ``batch`` times: 2mnk FLOPs (one multiply and one add per
+    multiply-accumulate); bytes = A and B read once in ``dtype`` plus C written once in
+    ``out_dtype`` (default ``dtype``)."""
+    m, n, k, batch = (_pos(p, v) for p, v in (("m", m), ("n", n), ("k", k), ("batch", batch)))
+    a = dtype_bytes(dtype)
+    c = a if out_dtype is None else dtype_bytes(out_dtype)
+    return Cost(f"gemm {m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""),
+                2.0 * batch * m * n * k, batch * ((m * k + k * n) * a + m * n * c))
+
+
+def batched_gemm(batch: int, m: int, n: int, k: int, dtype: str = "bf16",
+                 out_dtype: str | None = None) -> Cost:
+    """``batch`` independent GEMMs of the same shape (e.g. attention heads)."""
+    return gemm(m, n, k, dtype, out_dtype, batch=batch)
+
+
+def attention(seq_len: int, heads: int, head_dim: int, batch: int = 1,
+              kv_heads: int | None = None, causal: bool = False, dtype: str = "bf16",
+              flash: bool = True) -> Cost:
+    """Forward attention softmax(QK^T)V.
+
+    FLOPs: the two GEMMs, 4 b a s^2 d (halved when ``causal`` and ``flash``: FlashAttention
+    skips fully masked blocks; a naive kernel computes them all). Bytes, naive (standard
+    attention, Algorithm 0 of Dao et al. 2022, arXiv:2205.14135): read Q, K, V; write S,
+    read S, write P, read P; write O: Theta(Nd + N^2) per head. Bytes, ``flash=True``: Q, K,
+    V read once and O written once, the compulsory lower bound that FlashAttention's tiling
+    approaches (Dao et al. 2022, Theorem 2, when K/V blocks are reused from on-chip memory).
+    """
+    s, a, d, b = (_pos(p, v) for p, v in (("seq_len", seq_len), ("heads", heads),
+                                          ("head_dim", head_dim), ("batch", batch)))
+    g = a if kv_heads is None else _pos("kv_heads", kv_heads)
+    checks.divides("kv_heads", g, "heads", a)
+    e = dtype_bytes(dtype)
+    flops = 4.0 * b * a * s * s * d * (0.5 if (causal and flash) else 1.0)
+    qkvo = b * s * d * (2 * a + 2 * g) * e
+    scores = 0.0 if flash else 4.0 * b * a * s * s * e  # S write+read, P write+read
+    kind = "flash" if flash else "naive"
+    return Cost(f"attention {kind} s={s}", flops, qkvo + scores)
+
+
+def elementwise(n_elements: int, dtype: str = "bf16", reads: int = 1, writes: int = 1,
+                flops_per_element: float = 1.0, name: str = "elementwise") -> Cost:
+    """A pointwise op over ``n_elements``: each element read ``reads`` times (inputs) and
+    written ``writes`` times, ``flops_per_element`` FLOPs each (e.g. GELU, residual add)."""
+    n = _pos("n_elements", n_elements)
+    checks.number("reads", reads, integer=True, nonnegative=True)
+    checks.number("writes", writes, integer=True, nonnegative=True)
+    checks.number("flops_per_element", flops_per_element, nonnegative=True)
+    if reads + writes == 0:
+        raise ValueError("reads + writes must be > 0")
+    return Cost(name, float(n) * flops_per_element,
+                float(n) * (reads + writes) * dtype_bytes(dtype))
+
+
+def layernorm(rows: int, hidden: int, dtype: str = "bf16", rms: bool = False) -> Cost:
+    """LayerNorm (or RMSNorm) forward: read x, write y. About 5 FLOPs per element (mean,
+    variance, normalize, scale, shift; 4 for RMSNorm): an order-of-magnitude count, which is
+    enough: the op sits two orders of magnitude below any GPU's ridge point."""
+    n = _pos("rows", rows) * _pos("hidden", hidden)
+    return elementwise(n, dtype, 1, 1, 4.0 if rms else 5.0, "rmsnorm" if rms else "layernorm")
+
+
+def softmax(rows: int, cols: int, dtype: str = "bf16") -> Cost:
+    """Row softmax: read and write each element; max, subtract, exp, sum, divide."""
+    return elementwise(_pos("rows", rows) * _pos("cols", cols), dtype, 1, 1, 5.0, "softmax")
+
+
+def _precision(dtype: str, precision: str | None) -> str:
+    if precision is not None:
+        return precision
+    dtype_bytes(dtype)  # validates
+    return _PRECISION_OF.get(dtype, dtype)
+
+
+def ridge_point(gpu, precision: str = "bf16", sparse: bool = False) -> float:
+    """Intensity (FLOP/byte) where the compute roof meets the HBM roof: peak / bandwidth."""
+    g = resolve_gpu(gpu)
+    return g.peak_flops(precision, sparse=sparse) / g.hbm_Bps
+
+
+def attainable_flops(intensity, gpu, precision: str = "bf16", sparse: bool = False):
+    """Roofline: min(peak, intensity x bandwidth) in FLOP/s; ``intensity`` may be an array."""
+    g = resolve_gpu(gpu)
+    x = np.asarray(intensity, dtype=float)
+    if np.any(~np.isfinite(x)) or np.any(x <= 0):
+        raise ValueError("intensity must be finite and > 0 (FLOP per byte)")
+    out = np.minimum(g.peak_flops(precision, sparse=sparse), x * g.hbm_Bps)
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Roofline time of a kernel on a GPU, with the two bounds it came from."""
+
+    name: str
+    flops: float
+    bytes_moved: float
+    compute_s: float
+    memory_s: float
+    time_s: float
+    bound: str  # "compute" or "memory"
+    achieved_flops: float  # FLOP/s
+    fraction_of_peak: float  # achieved / peak: the kernel's MFU ceiling
+
+
+def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 1.0,
+                  overhead_s: float = 0.0) -> Timing:
+    """Time of ``cost`` on ``gpu``: max(FLOPs / (peak x efficiency), bytes / bandwidth) +
+    ``overhead_s`` (launch latency, not modelled by default)."""
+    g = resolve_gpu(gpu)
+    checks.number("efficiency", efficiency, positive=True, maximum=1)
+    checks.number("overhead_s", overhead_s, nonnegative=True)
+    peak = g.peak_flops(precision)
+    compute_s = cost.flops / (peak * efficiency)
+    memory_s = cost.bytes_moved / g.hbm_Bps
+    t = max(compute_s, memory_s) + overhead_s
+    return Timing(cost.name, cost.flops, cost.bytes_moved, compute_s, memory_s, t,
+                  "compute" if compute_s >= memory_s else "memory", cost.flops / t,
+                  cost.flops / t / peak)
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """Tile and wave quantization of a GEMM's output over a GPU's SMs."""
+
+    tiles_m: int
+    tiles_n: int
+    tiles: int
+    sm_count: int
+    waves: int
+    tile_efficiency: float  # useful outputs / outputs computed in whole tiles
+    wave_efficiency: float  # tiles / (waves x SMs): SM slots used
+    efficiency: float  # product of the two
+
+
+def gemm_efficiency(m: int, n: int, gpu, tile: tuple[int, int] = (128, 128),
+                    batch: int = 1) -> GemmEfficiency:
+    """Fraction of the compute peak left after tile and wave quantization (see module doc).
+
+    One thread block per ``tile[0] x tile[1]`` output tile, one resident block per SM (the
+    large-tile case of NVIDIA's guide); ``batch`` multiplies the tile count.
+    """
+    g = resolve_gpu(gpu)
+    m, n, batch = _pos("m", m), _pos("n", n), _pos("batch", batch)
+    if not (isinstance(tile, tuple) and len(tile) == 2):
+        raise TypeError(f"tile must be a (rows, cols) tuple; got {tile!r}")
+    tm, tn = _pos("tile[0]", tile[0]), _pos("tile[1]", tile[1])
+    if g.sm_count is None:  # e.g. a product whose SM count is not published
+        raise ValueError(f"{getattr(g, 'name', 'this GPU')} has no SM count in the registry; "
+                         "wave quantization needs one (pass a spec with sm_count)")
+    sms = _pos("sm_count", g.sm_count)
+    tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
+    tiles = tiles_m * tiles_n * batch
+    waves = math.ceil(tiles / sms)
+    tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn)
+    wave_eff = tiles / (waves * sms)
+    return GemmEfficiency(tiles_m, tiles_n, tiles, sms, waves, tile_eff, wave_eff,
+                          tile_eff * wave_eff)
+
+
+@dataclass(frozen=True)
+class GemmEstimate:
+    """A GEMM's cost, quantization and roofline time on one GPU."""
+
+    m: int
+    n: int
+    k: int
+    gpu: str
+    cost: Cost
+    quantization: GemmEfficiency
+    timing: Timing
+
+    @property
+    def mfu(self) -> float:
+        """Predicted FLOP/s as a fraction of the GPU's dense peak (an upper bound)."""
+        return self.timing.fraction_of_peak
+
+
+def gemm_time(m: int, n: int, k: int, gpu, dtype: str = "bf16", precision: str | None = None,
+              tile: tuple[int, int] = (128, 128), batch: int = 1,
+              overhead_s: float = 0.0) -> GemmEstimate:
+    """Predicted time of an m x n x k GEMM: the roofline with the compute roof lowered by
+    :func:`gemm_efficiency`. ``precision`` (default: from ``dtype``) picks the peak."""
+    g = resolve_gpu(gpu)
+    cost = gemm(m, n, k, dtype, batch=batch)
+    q = gemm_efficiency(m, n, g, tile, batch)
+    timing = roofline_time(cost, g, _precision(dtype, precision), q.efficiency, overhead_s)
+    return GemmEstimate(m, n, k, getattr(g, "name", str(gpu)), cost, q, timing)
+
+
+def seed_ffn_gemm(gpu, dtype: str = "bf16", **kwargs) -> GemmEstimate:
+    """The seeds' 512 x 4096 x 512 "typical FFN" GEMM (claimed 48% MFU on H100, 55% on B200).
+
+    With the H100 SXM datasheet figures (132 SMs, 989.4 TFLOP/s BF16 dense, 3.35 TB/s) it
+    has 128 tiles of 128x128 (one wave, 97% of SMs busy) and an intensity of 241 FLOP/byte,
+    below the ridge point of 295: HBM-bound even at peak, so the roofline caps it at about
+    82% of peak before any launch overhead. On B200 (148 SMs, 2.25 PFLOP/s, 8 TB/s) the same
+    128 tiles fill only 86% of the SMs and both roofs sit near 1.1 microseconds.
+    """
+    return gemm_time(*SEED_FFN_SHAPE, gpu, dtype, **kwargs)
+
+
+__all__ = ["DTYPE_BYTES", "SEED_FFN_SHAPE", "Cost", "Timing", "GemmEfficiency", "GemmEstimate",
+           "dtype_bytes", "resolve_gpu", "gemm", "batched_gemm", "attention", "elementwise",
+           "layernorm", "softmax", "ridge_point", "attainable_flops", "roofline_time",
+           "gemm_efficiency", "gemm_time", "seed_ffn_gemm"]

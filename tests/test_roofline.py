@@ -1,0 +1,163 @@
+"""companion.roofline: GEMM/attention/elementwise costs, the roofline, tile and wave quantization.
+
+GPU figures come from stub specs defined here, so these tests do not depend on the registry.
+"""
+import sys
+import types
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import companion
+from companion import roofline as rl
+
+
+@dataclass(frozen=True)
+class StubGPU:
+    name: str
+    sm_count: int
+    bf16_flops: float  # dense
+    hbm_Bps: float
+    hbm_bytes: float
+
+    def peak_flops(self, precision, sparse=False):
+        if precision not in ("bf16", "fp16"):
+            raise ValueError(f"stub has no {precision} peak")
+        return self.bf16_flops * (2 if sparse else 1)
+
+
+# NVIDIA H100 SXM5 datasheet figures: 132 SMs, BF16 Tensor Core 1,979 TFLOPS "with sparsity"
+# (989.4 dense), 3.35 TB/s HBM3, 80 GB. As reproduced at glennklockwood.com/garden/processors/h100
+# and archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html (NVIDIA's table, "*Shown with
+# sparsity. Specifications 1/2 lower without sparsity").
+H100 = StubGPU("H100 SXM", 132, 989.4e12, 3.35e12, 80e9)
+# HGX B200 at 1,000 W: BF16 2,250 TFLOPS dense, 8 TB/s (glennklockwood.com/garden/processors/B200,
+# from NVIDIA's Blackwell tables); 148 SMs is the count CUDA reports (NVIDIA publishes none).
+B200 = StubGPU("B200", 148, 2.25e15, 8e12, 180e9)
+# A100 SXM: 108 SMs (NVIDIA's Matrix Multiplication Background guide uses it in its examples)
+A100 = StubGPU("A100", 108, 312e12, 2.039e12, 80e9)
+
+
+def test_gemm_flops_and_bytes_by_hand():
+    c = rl.gemm(3, 5, 7)  # 2mnk FLOPs; A 3x7 + B 7x5 read, C 3x5 written, 2 bytes each
+    assert c.flops == 2 * 3 * 5 * 7 == 210
+    assert c.bytes_moved == (21 + 35 + 15) * 2 == 142
+    assert rl.gemm(3, 5, 7, out_dtype="fp32").bytes_moved == (21 + 35) * 2 + 15 * 4
+    assert rl.gemm(3, 5, 7, dtype="fp8").bytes_moved == 71
+    b = rl.batched_gemm(4, 3, 5, 7)
+    assert (b.flops, b.bytes_moved) == (4 * 210, 4 * 142)
+    # a square bf16 GEMM's intensity is 2n^3 / (6 n^2) = n/3 FLOP per byte
+    assert rl.gemm(3000, 3000, 3000).intensity == pytest.approx(1000)
+
+
+def test_ridge_point_and_roofline():
+    ridge = rl.ridge_point(H100)
+    assert ridge == pytest.approx(989.4e12 / 3.35e12)  # about 295 FLOP/byte
+    assert rl.attainable_flops(ridge, H100) == pytest.approx(989.4e12)
+    assert rl.attainable_flops(10, H100) == pytest.approx(10 * 3.35e12)
+    assert rl.attainable_flops(1e6, H100) == pytest.approx(989.4e12)
+    arr = rl.attainable_flops(np.array([1.0, 1e4]), H100)
+    np.testing.assert_allclose(arr, [3.35e12, 989.4e12])
+    assert rl.ridge_point(H100, sparse=True) == pytest.approx(2 * ridge)
+
+
+def test_roofline_time_picks_the_binding_roof():
+    big = rl.roofline_time(rl.gemm(8192, 8192, 8192), H100)
+    assert big.bound == "compute" and big.fraction_of_peak == pytest.approx(1.0)
+    add = rl.roofline_time(rl.elementwise(1 << 20, reads=2, writes=1), H100)
+    assert add.bound == "memory"
+    assert add.time_s == pytest.approx(3 * 2 * (1 << 20) / 3.35e12)
+
+
+@pytest.mark.parametrize("m, n, tile, sms, tiles, waves, efficiency", [
+    # 11 x 12 = 132 tiles of 128x128: exactly one full wave on H100
+    (1408, 1536, (128, 128), 132, 132, 1, 1.0),
+    # 12 x 12 = 144 tiles: a second wave of 12 tiles leaves 120 of 132 SMs idle
+    (1536, 1536, (128, 128), 132, 144, 2, 144 / 264),
+    # NVIDIA's guide setting: A100, 256x128 tiles; 1792 x 1792 -> 7 x 14 = 98 tiles, one wave
+    (1792, 1792, (256, 128), 108, 98, 1, 98 / 108),
+    # one more row: 8 x 14 = 112 tiles, two waves, and the 8th row of tiles is 1/256 full
+    (1793, 1792, (256, 128), 108, 112, 2, (1793 / 2048) * (112 / 216)),
+])
+def test_tile_and_wave_quantization_hand_worked(m, n, tile, sms, tiles, waves, efficiency):
+    gpu = H100 if sms == 132 else A100
+    q = rl.gemm_efficiency(m, n, gpu, tile)
+    assert (q.tiles, q.waves, q.sm_count) == (tiles, waves, sms)
+    assert q.efficiency == pytest.approx(efficiency)
+
+
+def test_partial_last_wave_costs_time():
+    full = rl.gemm_time(1408, 1536, 4096, H100)  # 132 tiles
+    plus = rl.gemm_time(1536, 1536, 4096, H100)  # 144 tiles: 9% more work, 2 waves
+    assert plus.timing.time_s / full.timing.time_s == pytest.approx(2.0, rel=1e-9)
+    assert plus.mfu < 0.6 < full.mfu
+    assert rl.gemm_efficiency(64, 64, H100).efficiency < 1  # a single tile, 1 of 132 SMs
+
+
+def test_seed_ffn_gemm_on_h100_and_b200():
+    """The seeds' 512x4096x512 FFN GEMM: 2.1 GFLOP, 8.9 MB in bf16, 241 FLOP/byte."""
+    h, b = rl.seed_ffn_gemm(H100), rl.seed_ffn_gemm(B200)
+    assert h.cost.flops == 2 * 512 * 4096 * 512
+    assert h.cost.bytes_moved == 2 * (512 * 512 + 512 * 4096 + 512 * 4096)
+    assert h.cost.intensity == pytest.approx(240.94, abs=0.01)
+    # 4 x 32 = 128 tiles: one wave, 128 of 132 SMs (H100) or 128 of 148 (B200)
+    assert h.quantization.tiles == b.quantization.tiles == 128
+    assert h.quantization.efficiency == pytest.approx(128 / 132)
+    assert b.quantization.efficiency == pytest.approx(128 / 148)
+    # below the ridge on both: HBM-bound, so the MFU ceiling is intensity / ridge
+    assert h.timing.bound == "memory"
+    assert h.mfu == pytest.approx(240.94 / (989.4 / 3.35), rel=1e-4)
+    assert b.mfu == pytest.approx(240.94 * 8e12 / 2.25e15, rel=1e-4)
+    # launch latency of a few microseconds dominates a 2-3 microsecond kernel
+    slow = rl.seed_ffn_gemm(H100, overhead_s=3e-6)
+    assert slow.mfu < 0.5 * h.mfu
+
+
+def test_attention_costs():
+    s, a, d = 4096, 32, 128
+    naive = rl.attention(s, a, d, flash=False)
+    flash = rl.attention(s, a, d, flash=True)
+    assert naive.flops == flash.flops == 4 * a * s * s * d
+    assert flash.bytes_moved == 4 * a * s * d * 2  # Q, K, V read and O written once
+    assert naive.bytes_moved == flash.bytes_moved + 4 * a * s * s * 2  # S and P round trips
+    assert rl.attention(s, a, d, causal=True).flops == flash.flops / 2
+    gqa = rl.attention(s, a, d, kv_heads=8)
+    assert gqa.bytes_moved == (2 * a + 2 * 8) * s * d * 2
+    assert naive.intensity < rl.ridge_point(H100) < flash.intensity
+
+
+def test_elementwise_and_norms():
+    e = rl.elementwise(1000, reads=2, writes=1, flops_per_element=1)
+    assert (e.flops, e.bytes_moved) == (1000, 6000)
+    ln = rl.layernorm(4096, 8192)
+    assert ln.bytes_moved == 2 * 4096 * 8192 * 2 and ln.intensity < 2
+    assert rl.softmax(8, 8, "fp32").bytes_moved == 8 * 8 * 8
+
+
+def test_gpu_by_name_uses_the_registry_lazily(monkeypatch):
+    fake = types.ModuleType("companion.hardware")
+    fake.gpu = lambda name: {"H100": H100}[name]
+    monkeypatch.setitem(sys.modules, "companion.hardware", fake)
+    monkeypatch.setattr(companion, "hardware", fake, raising=False)
+    assert rl.ridge_point("H100") == rl.ridge_point(H100)
+    assert rl.seed_ffn_gemm("H100").gpu == "H100 SXM"
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: rl.gemm(0, 5, 7), ValueError, "m must be > 0"),
+    (lambda: rl.gemm(3, -5, 7), ValueError, "n must be > 0"),
+    (lambda: rl.gemm(3, 5, 7.5), TypeError, "k must be an integer"),
+    (lambda: rl.gemm(3, 5, 7, dtype="bf17"), ValueError, "unknown dtype 'bf17'.*bf16"),
+    (lambda: rl.attention(128, 32, 64, kv_heads=5), ValueError, "kv_heads=5 must divide heads"),
+    (lambda: rl.elementwise(10, reads=0, writes=0), ValueError, "reads \\+ writes"),
+    (lambda: rl.attainable_flops(-1, H100), ValueError, "intensity"),
+    (lambda: rl.gemm_efficiency(128, 128, H100, tile=128), TypeError, "tile"),
+    (lambda: rl.ridge_point(object()), TypeError, "peak_flops"),
+    (lambda: rl.gemm_efficiency(128, 128, StubGPU("GB200", None, 1.0, 1.0, 1.0)), ValueError,
+     "GB200 has no SM count"),
+    (lambda: rl.roofline_time(rl.gemm(2, 2, 2), H100, efficiency=1.5), ValueError, "efficiency"),
+])
+def test_bad_input_is_named(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
