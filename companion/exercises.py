@@ -61,7 +61,8 @@ def register(exercise: Exercise) -> Exercise:
 def _load_catalogue() -> None:
     # Chapter catalogues register themselves on import; importing here keeps exercises.py free
     # of model code and avoids import cycles (catalogue -> models, never models -> catalogue).
-    from . import exercise_catalogue  # noqa: F401
+    from .catalogue import load_all
+    load_all()
 
 
 def exercises(chapter: str | None = None) -> list[Exercise]:

@@ -1,0 +1,252 @@
+"""Collective communication: alpha-beta costs and the conventions of nccl-tests.
+
+Every cost here is ``time = latency terms + traffic / bandwidth`` (the alpha-beta or
+Hockney model). Two conventions matter and are easy to get wrong:
+
+- ``bandwidth_Bps`` is the bandwidth of one GPU **in one direction** (bytes/s it can send
+  while it also receives as much). NVLink 4's "900 GB/s" is the bidirectional sum: its
+  per-direction line rate is 450 GB/s, which is what an all-reduce's bus bandwidth is
+  compared with (NCCL maintainer in nccl-tests issue 212,
+  https://github.com/NVIDIA/nccl-tests/issues/212).
+- ``size_bytes`` follows nccl-tests: for all-reduce, broadcast and reduce it is the buffer
+  each rank holds; for all-gather and reduce-scatter it is the **total** (gathered) buffer,
+  ``n`` times the per-rank piece; for all-to-all it is the buffer each rank sends (all
+  peers' pieces together); for send/recv it is the message.
+
+Formulas (``n`` ranks, ``S`` bytes, ``B`` per-direction bandwidth, ``a`` latency per step):
+
+============== ========= ==============================================================
+op             algorithm time
+============== ========= ==============================================================
+all_reduce     ring      2(n-1) a + 2(n-1)/n S/B
+all_reduce     tree      2 ceil(log2 n) a + 2 S/B   (double binary tree)
+all_reduce     nvls      2 a + (n+1)/n S/B          (NVLink SHARP in the NVSwitch)
+all_reduce     sharp     2 a + S/B                  (InfiniBand SHARP in the switches)
+reduce_scatter ring      (n-1) a + (n-1)/n S/B
+all_gather     ring      (n-1) a + (n-1)/n S/B
+broadcast      ring      (n-1) a + S/B              (pipelined chain)
+reduce         ring      (n-1) a + S/B
+all_to_all     direct    a + (n-1)/n S/B            (all peers at once)
+send_recv      direct    a + S/B
+============== ========= ==============================================================
+
+Sources: the ring bandwidth terms are the lower bounds derived in nccl-tests'
+doc/PERFORMANCE.md (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md);
+the tree's ``2 S/B`` and its ``2 log2`` latency are NCCL's own tuning model
+(src/graph/tuning.cc in https://github.com/NVIDIA/nccl: tree algorithm bandwidth is half
+the bus bandwidth; tree latency is twice the depth), described in the NCCL 2.4 blog
+(https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/).
+NVLS: each GPU's link carries ``S`` to the switch for the multimem load-reduce of every
+chunk plus ``S/n`` for its own reduced chunk's multicast store, and the same inbound.
+All-to-all: NCCL runs it as grouped send/recv that progress concurrently
+(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/usage/p2p.html).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from companion import checks
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce",
+       "send_recv")
+
+# The first algorithm of each op is its default.
+ALGORITHMS = {
+    "all_reduce": ("ring", "tree", "nvls", "sharp"),
+    "reduce_scatter": ("ring",),
+    "all_gather": ("ring",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "all_to_all": ("direct",),
+    "send_recv": ("direct",),
+}
+ALL_ALGORITHMS = ("ring", "tree", "nvls", "sharp", "direct")
+
+
+def _op(op: str) -> str:
+    return checks.choice("op", op, OPS)
+
+
+def _algorithm(op: str, algorithm: str | None) -> str:
+    allowed = ALGORITHMS[op]
+    if algorithm is None:
+        return allowed[0]
+    checks.choice("algorithm", algorithm, ALL_ALGORITHMS)
+    if algorithm not in allowed:
+        raise ValueError(f"algorithm {algorithm!r} is not modelled for op {op!r}; "
+                         f"allowed for {op}: {', '.join(allowed)}")
+    return algorithm
+
+
+def _sizes(param: str, size_bytes):
+    """Nonnegative finite sizes as float64; scalars stay scalars (returned flag)."""
+    if isinstance(size_bytes, bool):
+        raise TypeError(f"{param} must be a number or an array of numbers; got bool")
+    arr = np.asarray(size_bytes)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{param} must be a number or an array of numbers; got {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{param} must be finite")
+    if np.any(arr < 0):
+        raise ValueError(f"{param} must be >= 0; got min {arr.min()!r}")
+    return arr, arr.ndim == 0
+
+
+def _ranks(n, param: str = "n"):
+    """Rank counts as int64 (>= 1); scalar or array."""
+    if isinstance(n, bool):
+        raise TypeError(f"{param} must be an integer number of ranks; got bool")
+    arr = np.asarray(n)
+    if arr.ndim == 0:
+        return np.int64(checks.number(param, arr.item(), integer=True, minimum=1))
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{param} must hold integers; got dtype {arr.dtype}")
+    if np.any(arr < 1):
+        raise ValueError(f"{param} must be >= 1 (number of ranks); got min {arr.min()!r}")
+    return arr.astype(np.int64)
+
+
+def _out(x, scalar: bool):
+    return float(x) if scalar and np.ndim(x) == 0 else np.asarray(x, dtype=np.float64)
+
+
+def bus_factor(op: str, n) -> float | np.ndarray:
+    """nccl-tests' correction from algorithm to bus bandwidth for ``op`` on ``n`` ranks.
+
+    all_reduce 2(n-1)/n; reduce_scatter, all_gather and all_to_all (n-1)/n; broadcast,
+    reduce and send_recv 1 (doc/PERFORMANCE.md and the ``src/*.cu`` files of nccl-tests).
+    nccl-tests applies the all-reduce factor whatever algorithm NCCL picked, so with NVLS or
+    SHARP the printed bus bandwidth can exceed the link's line rate.
+    """
+    op = _op(op)
+    n = _ranks(n)
+    if op == "all_reduce":
+        f = 2.0 * (n - 1) / n
+    elif op in ("reduce_scatter", "all_gather", "all_to_all"):
+        f = (n - 1) / n
+    else:
+        f = np.ones_like(n, dtype=np.float64)
+    return _out(f, np.ndim(n) == 0)
+
+
+def algo_bandwidth(size_bytes, seconds):
+    """Algorithm bandwidth ``S / t`` in bytes/s, as nccl-tests' ``algbw`` column."""
+    s, scalar = _sizes("size_bytes", size_bytes)
+    t = np.asarray(seconds, dtype=np.float64)
+    if not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError("seconds must be finite and > 0")
+    return _out(s / t, scalar and t.ndim == 0)
+
+
+def bus_bandwidth(op: str, size_bytes, n, seconds):
+    """Bus bandwidth in bytes/s, as nccl-tests' ``busbw`` column: algbw times :func:`bus_factor`.
+
+    It is comparable with one GPU's per-direction link bandwidth whatever ``n`` is.
+    ``size_bytes`` follows the nccl-tests convention described in the module docstring.
+    """
+    return algo_bandwidth(size_bytes, seconds) * bus_factor(op, n)
+
+
+def collective_time_s(op: str, size_bytes, n, bandwidth_Bps: float, latency_s: float,
+                      algorithm: str | None = None):
+    """Alpha-beta time of one collective, in seconds (table in the module docstring).
+
+    ``bandwidth_Bps`` is one GPU's per-direction bandwidth; ``latency_s`` the latency of one
+    step (one hop of a ring, one level of a tree, one trip through the switch). ``size_bytes``
+    and ``n`` may be numpy arrays (broadcast together). One rank communicates nothing: 0 s.
+    """
+    op = _op(op)
+    algorithm = _algorithm(op, algorithm)
+    s, scalar = _sizes("size_bytes", size_bytes)
+    n = _ranks(n)
+    b = checks.number("bandwidth_Bps", bandwidth_Bps, positive=True)
+    a = checks.number("latency_s", latency_s, nonnegative=True)
+    nf = np.asarray(n, dtype=np.float64)
+    if op == "send_recv":
+        t = a + s / b + 0.0 * nf
+        return _out(t, scalar and np.ndim(n) == 0)
+    if algorithm == "ring" and op == "all_reduce":
+        t = 2 * (nf - 1) * a + 2 * (nf - 1) / nf * s / b
+    elif algorithm == "tree":
+        depth = np.ceil(np.log2(np.maximum(nf, 1)))
+        t = 2 * depth * a + 2 * s / b
+    elif algorithm == "nvls":
+        t = 2 * a + (nf + 1) / nf * s / b
+    elif algorithm == "sharp":
+        t = 2 * a + s / b
+    elif op in ("reduce_scatter", "all_gather"):
+        t = (nf - 1) * a + (nf - 1) / nf * s / b
+    elif op in ("broadcast", "reduce"):
+        t = (nf - 1) * a + s / b
+    else:  # all_to_all, direct
+        t = a + (nf - 1) / nf * s / b
+    t = np.where(nf > 1, t, 0.0)
+    return _out(t, scalar and np.ndim(n) == 0)
+
+
+def ring_steps(op: str, n: int) -> int:
+    """Latency steps (multiples of ``latency_s``) of ``op``'s default algorithm on ``n`` ranks."""
+    op = _op(op)
+    n = int(_ranks(n))
+    if n == 1:
+        return 0
+    if op == "all_reduce":
+        return 2 * (n - 1)
+    return 1 if op in ("all_to_all", "send_recv") else n - 1
+
+
+@dataclass(frozen=True)
+class AlphaBetaFit:
+    """A least-squares fit ``t = alpha_s + beta_s_per_byte * size``.
+
+    ``r2`` is the ordinary coefficient of determination of the fitted line on the measured
+    times; ``bandwidth_Bps`` is ``1 / beta_s_per_byte`` (algorithm bandwidth at large sizes).
+    """
+    alpha_s: float
+    beta_s_per_byte: float
+    r2: float
+    points: int
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        return 1.0 / self.beta_s_per_byte if self.beta_s_per_byte > 0 else math.inf
+
+    def time_s(self, size_bytes):
+        """Predicted time for ``size_bytes`` (scalar or array)."""
+        s, scalar = _sizes("size_bytes", size_bytes)
+        return _out(self.alpha_s + self.beta_s_per_byte * s, scalar)
+
+
+def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
+    """Fit ``t = alpha + beta * S`` to measurements.
+
+    With ``relative=True`` (default) the fit minimises relative residuals, ``sum((t_i -
+    fit_i) / t_i)**2``: sizes spanning decades otherwise let the largest message decide the
+    intercept, and alpha comes out as noise (even negative).
+    """
+    s, _ = _sizes("size_bytes", size_bytes)
+    t = np.asarray(seconds, dtype=np.float64)
+    s = np.atleast_1d(s)
+    t = np.atleast_1d(t)
+    if s.shape != t.shape or s.ndim != 1:
+        raise ValueError(f"size_bytes and seconds must be 1-D of equal length; got "
+                         f"{s.shape} and {t.shape}")
+    if len(s) < 2 or len(np.unique(s)) < 2:
+        raise ValueError("need at least two distinct sizes to fit alpha and beta")
+    if not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError("seconds must be finite and > 0")
+    w = 1.0 / t if relative else np.ones_like(t)
+    design = np.stack([np.ones_like(s), s], axis=1) * w[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, t * w, rcond=None)
+    pred = alpha + beta * s
+    ss_res = float(np.sum((t - pred) ** 2))
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return AlphaBetaFit(float(alpha), float(beta), r2, len(s))

@@ -1,0 +1,303 @@
+"""Fabrics: scale-up domains, rails, fat trees, mixed link generations and tail latency.
+
+Builds on the alpha-beta costs of :mod:`companion.comm`. A :class:`Fabric` describes what
+a job runs on: scale-up domains (8 GPUs on an HGX board, 72 in an NVL72 rack) joined by
+NVLink, and a scale-out fat tree reached through ``nics_per_gpu`` NICs per GPU (rails).
+All bandwidths are per GPU or per NIC, **per direction**, in bytes/s (400 Gb/s NDR is
+50e9 B/s per direction); the numbers come from the caller (for example the hardware
+registry), never from this module.
+
+Two effects the averages hide:
+
+- A ring is as fast as its slowest link. If any leaf the job spans still runs the older
+  generation (an HDR leaf, 200 Gb/s, in an NDR fabric), every ring passes through it and the
+  whole all-reduce runs at the HDR rate, not at a weighted average of the two.
+- A synchronous step waits for its slowest participant, so rare stragglers that do not move
+  the mean set the P99 step time of a large job (:func:`tail_latency`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from companion import checks
+from companion.comm import _out, _ranks, _sizes, collective_time_s
+
+# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, Ring with
+# the LL128 protocol, 2020 version of https://github.com/NVIDIA/nccl): 1.9 us per NVLink
+# step, 4.0 us per network step. Defaults only; pass measured values when you have them.
+NCCL_NVLINK_STEP_S = 1.9e-6
+NCCL_NET_STEP_S = 4.0e-6
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A job's interconnect. Bandwidths in bytes/s per direction; latencies per step.
+
+    ``gpus_per_domain``: GPUs joined by the scale-up fabric (8 for HGX, 72 for NVL72).
+    ``scaleup_Bps``: one GPU's NVLink bandwidth per direction (450e9 for NVLink 4).
+    ``nic_Bps``: one NIC's line rate per direction; ``nics_per_gpu``: rails per GPU.
+    ``oversubscription``: leaf down-link to up-link capacity ratio (1 = non-blocking).
+    ``domains_per_leaf``: domains under one rail leaf switch; 32 is a 64-port switch with
+    half its ports down (for example a 64-port NDR Quantum-2 switch).
+    ``slow_leaf_fraction``: share of the job's leaves on an older generation whose NIC
+    links run at ``slow_nic_Bps`` (for example HDR, 25e9, in an NDR fabric).
+    """
+    gpus_per_domain: int
+    scaleup_Bps: float
+    nic_Bps: float
+    nics_per_gpu: float = 1.0
+    scaleup_latency_s: float = NCCL_NVLINK_STEP_S
+    net_latency_s: float = NCCL_NET_STEP_S
+    oversubscription: float = 1.0
+    domains_per_leaf: int = 32
+    slow_leaf_fraction: float = 0.0
+    slow_nic_Bps: float | None = None
+    name: str = ""
+
+    def __post_init__(self):
+        checks.number("gpus_per_domain", self.gpus_per_domain, integer=True, minimum=1)
+        checks.number("scaleup_Bps", self.scaleup_Bps, positive=True)
+        checks.number("nic_Bps", self.nic_Bps, positive=True)
+        checks.number("nics_per_gpu", self.nics_per_gpu, positive=True)
+        checks.number("scaleup_latency_s", self.scaleup_latency_s, nonnegative=True)
+        checks.number("net_latency_s", self.net_latency_s, nonnegative=True)
+        checks.number("oversubscription", self.oversubscription, minimum=1)
+        checks.number("domains_per_leaf", self.domains_per_leaf, integer=True, minimum=1)
+        checks.number("slow_leaf_fraction", self.slow_leaf_fraction, minimum=0, maximum=1)
+        if self.slow_nic_Bps is not None:
+            checks.number("slow_nic_Bps", self.slow_nic_Bps, positive=True)
+        elif self.slow_leaf_fraction > 0:
+            raise ValueError("slow_leaf_fraction > 0 needs slow_nic_Bps (the old links' rate)")
+
+    @property
+    def scaleout_Bps(self) -> float:
+        """One GPU's network bandwidth per direction on a healthy leaf (all its rails)."""
+        return self.nics_per_gpu * self.nic_Bps
+
+    @property
+    def bottleneck_nic_Bps(self) -> float:
+        """The slowest NIC link any ring of the job crosses."""
+        if self.slow_leaf_fraction > 0:
+            return min(self.nic_Bps, self.slow_nic_Bps)
+        return self.nic_Bps
+
+    def naive_average_nic_Bps(self) -> float:
+        """The share-weighted average NIC rate: what a ring does *not* get (for contrast)."""
+        slow = self.slow_nic_Bps if self.slow_nic_Bps is not None else self.nic_Bps
+        return (1 - self.slow_leaf_fraction) * self.nic_Bps + self.slow_leaf_fraction * slow
+
+
+def _domains(n_domains) -> int:
+    return checks.number("n_domains", n_domains, integer=True, minimum=1)
+
+
+def slow_leaf_probability(slow_leaf_fraction: float, leaves: int) -> float:
+    """Chance that a job placed at random on ``leaves`` leaves touches at least one slow one."""
+    f = checks.number("slow_leaf_fraction", slow_leaf_fraction, minimum=0, maximum=1)
+    k = checks.number("leaves", leaves, integer=True, minimum=1)
+    return 1.0 - (1.0 - f) ** k
+
+
+def cross_leaf_fraction(fabric: Fabric, n_domains: int) -> float:
+    """Share of a GPU's inter-domain all-to-all traffic that leaves its leaf switch."""
+    d = _domains(n_domains)
+    if d == 1:
+        return 0.0
+    return (d - min(d, fabric.domains_per_leaf)) / (d - 1)
+
+
+def scaleout_ring_Bps(fabric: Fabric) -> float:
+    """One GPU's per-direction network bandwidth for a rail-aligned ring.
+
+    A ring ordered by leaf leaves each leaf once per channel, so oversubscription barely
+    touches it; a slow leaf does: every ring crosses it.
+    """
+    return fabric.nics_per_gpu * fabric.bottleneck_nic_Bps
+
+
+def scaleout_all_to_all_Bps(fabric: Fabric, n_domains: int) -> float:
+    """One GPU's per-direction network bandwidth for uniform all-to-all over ``n_domains``.
+
+    Traffic crossing leaves shares up-links that are ``oversubscription`` times thinner
+    than the down-links, and everyone waits for the GPUs behind the slowest leaf.
+    """
+    share_up = cross_leaf_fraction(fabric, n_domains) * fabric.oversubscription
+    return scaleout_ring_Bps(fabric) / max(1.0, share_up)
+
+
+@dataclass(frozen=True)
+class CommBreakdown:
+    """Time of a multi-level collective (seconds; arrays when sizes are arrays)."""
+    scaleup_s: float | np.ndarray
+    scaleout_s: float | np.ndarray
+    total_s: float | np.ndarray
+
+
+def hierarchical_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int,
+                                   inter_algorithm: str = "ring") -> CommBreakdown:
+    """All-reduce of ``size_bytes`` per GPU over ``n_domains`` scale-up domains.
+
+    Reduce-scatter inside each domain (ring over NVLink), all-reduce of the ``S/g`` shard
+    across domains over each GPU's own rails (``inter_algorithm``: ring, tree or sharp),
+    then all-gather inside the domain. Scale-up and scale-out phases run one after another.
+    """
+    checks.choice("inter_algorithm", inter_algorithm, ("ring", "tree", "sharp"))
+    s, scalar = _sizes("size_bytes", size_bytes)
+    d = _domains(n_domains)
+    g = fabric.gpus_per_domain
+    intra = 2 * collective_time_s("all_gather", s, g, fabric.scaleup_Bps,
+                                  fabric.scaleup_latency_s)
+    inter = collective_time_s("all_reduce", s / g, d, scaleout_ring_Bps(fabric),
+                              fabric.net_latency_s, algorithm=inter_algorithm)
+    return CommBreakdown(_out(intra, scalar), _out(inter, scalar), _out(intra + inter, scalar))
+
+
+def flat_ring_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int):
+    """One ring through all ``g * n_domains`` GPUs, as NCCL's ring algorithm runs it.
+
+    Each ring enters and leaves a domain once, so a domain's ``g`` GPUs share their
+    ``g * nics_per_gpu`` NICs across channels: the per-rank bandwidth is the smaller of the
+    NVLink bandwidth and the domain's total NIC bandwidth. Latency: ``2(D-1)`` network steps
+    and ``2(N-1) - 2(D-1)`` NVLink steps (NCCL src/graph/tuning.cc).
+    """
+    s, scalar = _sizes("size_bytes", size_bytes)
+    d = _domains(n_domains)
+    g = fabric.gpus_per_domain
+    n = g * d
+    if n == 1:
+        return _out(np.zeros_like(s), scalar)
+    bw = fabric.scaleup_Bps if d == 1 else min(fabric.scaleup_Bps, g * scaleout_ring_Bps(fabric))
+    latency = (2 * (n - 1) - 2 * (d - 1)) * fabric.scaleup_latency_s \
+        + 2 * (d - 1) * fabric.net_latency_s
+    return _out(latency + 2 * (n - 1) / n * s / bw, scalar)
+
+
+def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric) -> CommBreakdown:
+    """One MoE dispatch (or combine) all-to-all over ``expert_parallel`` GPUs.
+
+    ``bytes_per_gpu`` is what each GPU sends in total (tokens x top-k x hidden x bytes per
+    element), spread evenly over the expert-parallel group. Inside one domain it is a plain
+    all-to-all over NVLink; across domains the NVLink and network shares go concurrently and
+    the slower decides.
+    """
+    s, scalar = _sizes("bytes_per_gpu", bytes_per_gpu)
+    ep = checks.number("expert_parallel", expert_parallel, integer=True, minimum=1)
+    g = fabric.gpus_per_domain
+    if ep <= g:
+        t = collective_time_s("all_to_all", s, ep, fabric.scaleup_Bps, fabric.scaleup_latency_s)
+        zero = np.zeros_like(s)
+        return CommBreakdown(_out(t, scalar), _out(zero, scalar), _out(t, scalar))
+    checks.divides("gpus_per_domain", g, "expert_parallel", ep)
+    d = ep // g
+    up = fabric.scaleup_latency_s + s * (g - 1) / ep / fabric.scaleup_Bps
+    out = fabric.net_latency_s + s * (ep - g) / ep / scaleout_all_to_all_Bps(fabric, d)
+    return CommBreakdown(_out(up, scalar), _out(out, scalar), _out(np.maximum(up, out), scalar))
+
+
+@dataclass(frozen=True)
+class TailLatency:
+    """Step-time percentiles per cluster size from :func:`tail_latency` (seconds)."""
+    sizes: np.ndarray
+    p50_s: np.ndarray
+    p99_s: np.ndarray
+    mean_s: np.ndarray
+    ideal_s: float
+
+
+def _max_exponential(rng, m: np.ndarray) -> np.ndarray:
+    """One draw of the maximum of ``m`` iid Exp(1) values per entry; 0 where m == 0.
+
+    Inverse CDF of the maximum, F(x)**m with F(x) = 1 - exp(-x): exact, and O(1) per draw
+    whatever m is, which keeps a 4096-GPU, 1000-step simulation well under a second.
+    """
+    u = rng.random(m.shape)
+    with np.errstate(divide="ignore"):
+        x = -np.log(-np.expm1(np.log(u) / np.maximum(m, 1)))
+    return np.where(m > 0, x, 0.0)
+
+
+def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *, jitter: float = 0.02,
+                 straggler_prob: float = 1e-4, straggler_slowdown: float = 1.0,
+                 congested_link_prob: float = 0.0, congestion_slowdown: float = 1.0,
+                 steps: int = 1000, seed: int = 0) -> TailLatency:
+    """Seeded Monte Carlo of a synchronous data-parallel job.
+
+    Each step every participant computes for ``compute_s * (1 + jitter * E)`` with E drawn
+    from Exp(1) (OS noise, clocks), and with probability ``straggler_prob`` it is a straggler
+    that needs ``straggler_slowdown`` times ``compute_s`` more. The collective waits for the
+    slowest participant, then takes ``comm_s``, stretched by ``1 + congestion_slowdown`` when
+    any of the ring's ``n`` links is congested (each with ``congested_link_prob``).
+    Returns P50, P99 and mean step time per cluster size; reproducible for a given ``seed``.
+    """
+    sizes = _ranks(np.atleast_1d(cluster_sizes), "cluster_sizes")
+    c = checks.number("compute_s", compute_s, positive=True)
+    m = checks.number("comm_s", comm_s, nonnegative=True)
+    j = checks.number("jitter", jitter, nonnegative=True)
+    p = checks.number("straggler_prob", straggler_prob, minimum=0, maximum=1)
+    slow = checks.number("straggler_slowdown", straggler_slowdown, nonnegative=True)
+    q = checks.number("congested_link_prob", congested_link_prob, minimum=0, maximum=1)
+    cong = checks.number("congestion_slowdown", congestion_slowdown, nonnegative=True)
+    steps = checks.number("steps", steps, integer=True, minimum=1)
+    seed = checks.number("seed", seed, integer=True, minimum=0)
+    rng = np.random.default_rng(seed)
+    n = np.broadcast_to(sizes[:, None], (len(sizes), steps))
+    k = rng.binomial(n, p)  # stragglers this step
+    normal = j * _max_exponential(rng, n - k)  # 0 when all are stragglers: never the max
+    stragglers = np.where(k > 0, slow + j * _max_exponential(rng, k), 0.0)
+    compute = c * (1 + np.maximum(normal, stragglers))
+    p_any_link = 1.0 if q == 1 else -np.expm1(n * np.log1p(-q))  # 1 - (1 - q)**n
+    congested = rng.random(n.shape) < p_any_link
+    step = compute + m * (1 + cong * congested)
+    return TailLatency(sizes=np.asarray(sizes), p50_s=np.percentile(step, 50, axis=1),
+                       p99_s=np.percentile(step, 99, axis=1), mean_s=step.mean(axis=1),
+                       ideal_s=c + m)
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    """Gradient all-reduce overlapped with the backward pass, per bucket size (seconds)."""
+    bucket_bytes: np.ndarray
+    n_buckets: np.ndarray
+    per_bucket_s: np.ndarray
+    comm_total_s: np.ndarray
+    exposed_s: np.ndarray
+
+
+def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
+                    bandwidth_Bps: float, latency_s: float,
+                    algorithm: str = "ring") -> BucketPlan:
+    """Exposed communication after the backward pass as a function of bucket size.
+
+    Gradients appear at a steady rate during ``backward_s``; ``N = ceil(G / b)`` equal
+    buckets become ready at ``i * backward_s / N`` and are all-reduced one after another on
+    one stream, each taking ``c`` (:func:`companion.comm.collective_time_s`). The last one
+    ends at ``max(backward_s + c, backward_s / N + N c)``: small buckets pay the latency
+    ``N`` times, large ones leave a big last bucket exposed after the backward pass.
+    """
+    g = checks.number("grad_bytes", grad_bytes, positive=True)
+    b, _ = _sizes("bucket_bytes", bucket_bytes)
+    b = np.atleast_1d(b)
+    if np.any(b <= 0):
+        raise ValueError("bucket_bytes must be > 0")
+    bwd = checks.number("backward_s", backward_s, nonnegative=True)
+    nb = np.ceil(g / b)
+    c = np.asarray(collective_time_s("all_reduce", g / nb, n, bandwidth_Bps, latency_s,
+                                     algorithm=algorithm))
+    end = np.maximum(bwd + c, bwd / nb + nb * c)
+    return BucketPlan(bucket_bytes=b, n_buckets=nb.astype(np.int64), per_bucket_s=c,
+                      comm_total_s=nb * c, exposed_s=end - bwd)
+
+
+def p99_slowdown(result: TailLatency) -> np.ndarray:
+    """P99 step time over the ideal (no jitter, no stragglers) step time."""
+    return result.p99_s / result.ideal_s
+
+
+__all__ = [
+    "Fabric", "CommBreakdown", "TailLatency", "BucketPlan", "slow_leaf_probability",
+    "cross_leaf_fraction", "scaleout_ring_Bps", "scaleout_all_to_all_Bps",
+    "hierarchical_all_reduce_time_s", "flat_ring_all_reduce_time_s", "moe_all_to_all_time_s",
+    "tail_latency", "bucket_tradeoff", "p99_slowdown", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S",
+]
