@@ -120,7 +120,7 @@ class Transformer:
 
     @property
     def norm_params_per_layer(self) -> int:
-        """Two norms per layer: LayerNorm has weight and bias, RMSNorm only a weight."""
+        """Two norms per layer (LayerNorm has weight and bias, RMSNorm only a weight)."""
         return 2 * self.hidden * (2 if self.bias else 1)
 
     @property
@@ -169,7 +169,7 @@ class Transformer:
 
     @property
     def active_params(self) -> int:
-        """Parameters touched per token: routed experts count ``top_k`` of ``experts``."""
+        """Parameters touched per token (routed experts count ``top_k`` of ``experts``)."""
         if not self.is_moe:
             return self.params
         idle = self.moe_layers * (self.experts - self.top_k) * self.expert_params

@@ -4,7 +4,7 @@ A chapter supplies a model function ``fn(**controls) -> pandas.DataFrame`` (long
 per plotted point) and a list of controls. :func:`static` evaluates ``fn`` on every grid point
 of the controls, stores all frames in the chart, and binds altair params to sliders/menus that
 filter them: it works on the published site with no kernel. :func:`live` calls the very same
-``fn`` on each widget change in Jupyter. Both draw through :func:`_draw`, so the two views can
+``fn`` on each widget change in Jupyter. Both draw through one private function, so the two views can
 not drift apart.
 """
 from __future__ import annotations
