@@ -41,7 +41,7 @@ unit: $(STAMP)
 # and machine-dependent values are sanitized (tests/nbval_sanitize.cfg).
 nbval: $(STAMP)
 	$(BIN)/python -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	  -p no:cacheprovider -n 2 book/
+	  -p no:cacheprovider -n 2 --dist loadfile book/
 
 # Strict: any Sphinx warning (a broken reference, a failed cell) fails the build.
 strict: $(STAMP) assets
