@@ -1,0 +1,467 @@
+"""Block scaling, per-tensor scaling, the random Hadamard transform and error metrics.
+
+Re-exported by :mod:`companion.formats`. The schemes follow their published recipes:
+
+- ``mxfp8_e4m3``, ``mxfp8_e5m2``, ``mxfp6_e3m2``, ``mxfp6_e2m3``, ``mxfp4``: OCP Microscaling
+  Formats (MX) Specification v1.0 (2023), section 6.3. Blocks of 32 along ``axis`` share an
+  E8M0 scale X = 2^(floor(log2(amax)) - emax_elem), clamped to E8M0's range [2^-127, 2^127];
+  elements V/X are rounded to the element format and saturated. An all-zero block gets the
+  smallest scale, 2^-127 (as Microsoft's microxcaling reference does); a block holding inf or
+  NaN gets a NaN scale and dequantizes to NaN.
+- ``nvfp4``: NVIDIA TransformerEngine's NVFP4 recipe (docs "NVFP4", and the reference quantizer
+  ``NVFP4QuantizerRef._quantize_blockwise_reference`` in
+  transformer_engine/pytorch/custom_recipes/quantization_nvfp4.py; paper arXiv:2509.25149).
+  E2M1 elements, one E4M3 scale per 16 values (``role="activation"``) or per 16x16 tile over
+  the last two axes (``role="weight"``), and an FP32 per-tensor scale
+  s_global = 448 * 6 / amax(x). Dequantized value = q * s_block / s_global.
+- ``deepseek_fp8``: DeepSeek-V3 (arXiv:2412.19437, section 3.3) with its released kernel
+  (inference/kernel.py ``act_quant``): E4M3 values, one FP32 scale amax/448 per 1x128 tile
+  (``role="activation"``) or per 128x128 block over the last two axes (``role="weight"``).
+- ``fp8_e4m3_tensor``, ``fp8_e5m2_tensor``: one FP32 scale for the whole tensor, computed from
+  the current amax (TransformerEngine's Float8CurrentScaling); :class:`DelayedScaling` uses an
+  amax history instead.
+
+Block schemes compute in float32, as the recipes do. Where a per-tensor scale is involved
+(``nvfp4``, ``*_tensor``), a non-finite value anywhere makes the whole result NaN.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from companion import checks
+from companion import formats as _f
+
+_MX = {"mxfp8_e4m3": "e4m3", "mxfp8_e5m2": "e5m2", "mxfp6_e3m2": "e3m2",
+       "mxfp6_e2m3": "e2m3", "mxfp4": "e2m1"}
+_TENSOR = {"fp8_e4m3_tensor": "e4m3", "fp8_e5m2_tensor": "e5m2"}
+SCHEMES = (*_MX, "nvfp4", "deepseek_fp8", *_TENSOR)
+ROLES = ("activation", "weight")
+_FP32_MAX = float(np.finfo(np.float32).max)
+
+
+def block_shape(scheme: str, role: str = "activation") -> tuple[int, int]:
+    """(rows, columns) of one scaling block; (1, n) means n consecutive values along ``axis``."""
+    checks.choice("scheme", scheme, SCHEMES)
+    checks.choice("role", role, ROLES)
+    if scheme in _MX:
+        return (1, 32)
+    if scheme == "nvfp4":
+        return (1, 16) if role == "activation" else (16, 16)
+    if scheme == "deepseek_fp8":
+        return (1, 128) if role == "activation" else (128, 128)
+    return (0, 0)  # per-tensor
+
+
+# ----------------------------------------------------------------------------- blocking
+def _pad(ops, a, rows, cols):
+    if ops.is_torch:
+        return ops.t.nn.functional.pad(a, (0, cols) if a.ndim == 1 else (0, cols, 0, rows))
+    widths = [(0, 0)] * a.ndim
+    widths[-1] = (0, cols)
+    if a.ndim >= 2:
+        widths[-2] = (0, rows)
+    return np.pad(a, widths)
+
+
+def _blocks(x, ops, axis, tile, pad):
+    """View ``x`` as blocks. Returns (blocked, reduce axes, undo values, undo scales)."""
+    br, bc = tile
+    if br == 1:
+        xm = ops.moveaxis(x, axis, -1) if axis != x.ndim - 1 else x
+    else:
+        if x.ndim < 2:
+            raise ValueError(f"role='weight' needs x with at least 2 dimensions; got shape "
+                             f"{tuple(x.shape)}")
+        xm = x
+    shape = tuple(xm.shape)
+    n_r = shape[-2] if br > 1 else 1
+    n_c = shape[-1]
+    pr, pc = (-n_r) % br, (-n_c) % bc
+    if (pr or pc) and not pad:
+        dim = f"x.shape[{axis}]={n_c}" if br == 1 else f"x.shape[-2:]={shape[-2:]}"
+        raise ValueError(f"block size {br}x{bc} does not divide {dim}; pass pad=True to zero-pad "
+                         f"the last block")
+    if pr or pc:
+        xm = _pad(ops, xm, pr, pc)
+    padded = tuple(xm.shape)
+    if br == 1:
+        xb = xm.reshape(*padded[:-1], padded[-1] // bc, bc)
+        axes = (-1,)
+    else:
+        xb = xm.reshape(*padded[:-2], padded[-2] // br, br, padded[-1] // bc, bc)
+        axes = (-3, -1)
+
+    def undo(yb):
+        y = yb.reshape(padded)
+        if pr:
+            y = y[..., :n_r, :]
+        if pc:
+            y = y[..., :n_c]
+        return ops.moveaxis(y, -1, axis) if br == 1 and axis != x.ndim - 1 else y
+
+    def undo_scales(s):
+        if br == 1:
+            s = s[..., 0]
+            return ops.moveaxis(s, -1, axis) if axis != x.ndim - 1 else s
+        return s[..., :, 0, :, 0]
+
+    return xb, axes, undo, undo_scales
+
+
+# ----------------------------------------------------------------------------- schemes
+def _mx(xb, elem, ops, axes, rounding, seed, want_clipped):
+    a = ops.abs(xb)
+    amax = ops.amax(a, axes)
+    emax = _f.info(elem).emax
+    # floor(log2(amax)) is the exponent field; zero and subnormal amax fall to the clamp below
+    e = ((ops.int_view(amax) & 0x7F800000) >> 23) - 127 - emax
+    ops.max_(e, -127)
+    ops.min_(e, 127)
+    inv = ops.float_view((127 - e) << 23)  # 2**-e, a normal float32 for every e used here
+    scale = 1.0 / inv  # exact; 2**-127 is a float32 subnormal
+    a *= inv
+    q, clipped = _f._quantize_core(xb, elem, ops, rounding, "saturate", seed, want_clipped,
+                                   magnitude=a)
+    q *= scale
+    bad = ~ops.isfinite(amax)
+    if ops.any(bad):
+        q = ops.where(bad, math.nan, q)
+        scale = ops.where(bad, math.nan, scale)
+    return q, scale, clipped
+
+
+def _nvfp4(xb, ops, axes, rounding, seed, want_clipped):
+    a = ops.abs(xb)
+    bamax = ops.amax(a, axes)
+    gamax = ops.amax(bamax, tuple(range(bamax.ndim)))
+    # TransformerEngine NVFP4QuantizerRef, step by step in float32
+    g_enc = ops.min_(ops.div(448.0 * 6.0, gamax), _FP32_MAX)
+    g_dec = 1.0 / g_enc
+    dec = ops.min_(bamax * (g_enc * np.float32(1.0 / 6.0)), 448.0)
+    dec, _ = _f._quantize_core(dec, "e4m3", ops)  # the block scale is stored as E4M3
+    enc = ops.min_(1.0 / (dec * g_dec), _FP32_MAX)
+    a *= enc
+    q, clipped = _f._quantize_core(xb, "e2m1", ops, rounding, "saturate", seed, want_clipped,
+                                   magnitude=a)
+    if want_clipped:
+        clipped &= dec > 0  # a block whose scale flushed to zero is flushed, not clipped
+    q *= dec
+    q *= g_dec
+    if not ops.any(ops.isfinite(gamax)):
+        q = ops.full_like(q, math.nan)
+    return q, dec, clipped
+
+
+def _deepseek(xb, ops, axes, rounding, seed, want_clipped):
+    a = ops.abs(xb)
+    amax = ops.amax(a, axes)
+    s = ops.div(amax, 448.0)
+    s = ops.where(amax > 0, s, 1.0)  # the released kernel divides by zero here; we do not
+    a /= s
+    q, clipped = _f._quantize_core(xb, "e4m3", ops, rounding, "saturate", seed, want_clipped,
+                                   magnitude=a)
+    q *= s
+    return q, s, clipped
+
+
+def _scale_from_amax(amax, fmax, margin, ops):
+    """TransformerEngine's rule (quantization.py ``_default_sf_compute``): scale = fmax / amax /
+    2**margin; amax == 0 keeps the scale at 1 and a scale that overflows becomes FLT_MAX."""
+    safe = ops.where(amax > 0, amax, 1.0)
+    scale = ops.where(amax > 0, ops.div(fmax, safe) / 2.0 ** margin, 1.0)
+    return ops.min_(scale, _FP32_MAX)
+
+
+def _tensor(x, fmt, ops, scale=None, margin=0, rounding="nearest", seed=None,
+            want_clipped=False):
+    """Per-tensor scaling: q = fmt(x * scale) / scale, with the current amax unless ``scale``."""
+    a = ops.abs(x)
+    amax = ops.amax(a, tuple(range(a.ndim)))
+    if scale is None:
+        scale = _scale_from_amax(amax, _f.info(fmt).max, margin, ops)
+    else:
+        scale = ops.const(scale, x)
+    a *= scale
+    q, clipped = _f._quantize_core(x, fmt, ops, rounding, "saturate", seed, want_clipped,
+                                   magnitude=a)
+    q *= 1.0 / scale
+    if ops.any(~ops.isfinite(amax)):
+        q = ops.full_like(q, math.nan)
+    return q, scale, clipped
+
+
+def _run(x, scheme, axis, pad, role, rounding, seed, hadamard_seed, hadamard_size,
+         want_clipped):
+    # zero blocks divide by zero on the way to a finite, checked result: no numpy warnings
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return _run_unchecked(x, scheme, axis, pad, role, rounding, seed, hadamard_seed,
+                              hadamard_size, want_clipped)
+
+
+def _run_unchecked(x, scheme, axis, pad, role, rounding, seed, hadamard_seed, hadamard_size,
+                   want_clipped):
+    checks.choice("scheme", scheme, SCHEMES)
+    checks.choice("role", role, ROLES)
+    checks.choice("rounding", rounding, _f.ROUNDINGS)
+    ops, xw = _f._checked("x", x)
+    xw = ops.f32(xw)
+    if xw.ndim == 0:
+        raise ValueError("x must have at least one dimension for block scaling")
+    checks.number("axis", axis, integer=True, minimum=-xw.ndim, maximum=xw.ndim - 1)
+    axis = axis % xw.ndim
+    n_axis = xw.shape[axis]
+    if hadamard_seed is not None:
+        checks.number("hadamard_size", hadamard_size, positive=True, integer=True)
+        extra = (-n_axis) % hadamard_size
+        if extra and pad:  # zero-pad so the rotation blocks fit; sliced off again below
+            xw = ops.moveaxis(_pad(ops, ops.moveaxis(xw, axis, -1), 0, extra), -1, axis)
+        xw = random_hadamard(xw, hadamard_seed, hadamard_size, axis)
+    if scheme in _TENSOR:
+        deq, scales, clipped = _tensor(xw, _TENSOR[scheme], ops, rounding=rounding, seed=seed,
+                                       want_clipped=want_clipped)
+        scales = scales.reshape(())
+    else:
+        xb, axes, undo, undo_scales = _blocks(xw, ops, axis, block_shape(scheme, role), pad)
+        core = {"nvfp4": _nvfp4, "deepseek_fp8": _deepseek}.get(scheme)
+        if core is None:
+            deq, scales, clipped = _mx(xb, _MX[scheme], ops, axes, rounding, seed, want_clipped)
+        else:
+            deq, scales, clipped = core(xb, ops, axes, rounding, seed, want_clipped)
+        deq, scales = undo(deq), undo_scales(scales)
+        clipped = undo(clipped) if want_clipped else None
+    if hadamard_seed is not None:
+        deq = random_hadamard(deq, hadamard_seed, hadamard_size, axis, inverse=True)
+        if deq.shape[axis] != n_axis:
+            index = [slice(None)] * deq.ndim
+            index[axis] = slice(0, n_axis)
+            deq = deq[tuple(index)]
+            clipped = clipped[tuple(index)] if clipped is not None else None
+    return deq, scales, clipped
+
+
+@_f.via_numpy
+def block_quantize(x, scheme: str, axis: int = -1, pad: bool = False, role: str = "activation",
+                   rounding: str = "nearest", seed: int | None = None,
+                   hadamard_seed: int | None = None, hadamard_size: int = 16):
+    """Quantize-dequantize ``x`` with a block-scaling ``scheme``; returns (dequantized, scales).
+
+    Blocks run along ``axis`` (the GEMM's reduction axis); ``role="weight"`` selects the 2D
+    tiles of ``nvfp4`` (16x16) and ``deepseek_fp8`` (128x128) over the last two axes. With
+    ``pad=True`` a partial last block is zero-padded instead of raising. ``scales`` are the
+    float32 values of the block scales (for ``nvfp4`` the E4M3 block scales; the per-tensor
+    scale is :func:`nvfp4_global_scale`). With ``hadamard_seed``, blocks of ``hadamard_size``
+    along ``axis`` are rotated by a random Hadamard matrix before quantizing and rotated back
+    after, so the result is directly comparable with ``x``.
+    """
+    deq, scales, _ = _run(x, scheme, axis, pad, role, rounding, seed, hadamard_seed,
+                          hadamard_size, False)
+    return deq, scales
+
+
+@_f.via_numpy
+def nvfp4_global_scale(x) -> float:
+    """NVFP4's FP32 per-tensor encode scale, 448 * 6 / amax(x) (capped at the float32 max)."""
+    ops, xw = _f._checked("x", x)
+    amax = float(ops.amax(ops.abs(ops.f32(xw)), tuple(range(xw.ndim))).reshape(()))
+    return min(float(np.float32(448.0 * 6.0) / np.float32(amax)) if amax else math.inf,
+               _FP32_MAX)
+
+
+@_f.via_numpy
+def tensor_quantize(x, fmt: str = "e4m3", amax: float | None = None, margin: int = 0,
+                    rounding: str = "nearest", seed: int | None = None):
+    """Per-tensor scaled quantization; returns (dequantized, scale).
+
+    scale = max(fmt) / amax / 2**margin, with amax the current amax of ``x`` unless given (the
+    delayed-scaling case). Values beyond the scaled range saturate.
+    """
+    fmt = _f.format_name(fmt)
+    if fmt == "e8m0":
+        raise ValueError("fmt='e8m0' is a scale format; per-tensor scaling needs a signed format")
+    checks.number("margin", margin, integer=True)
+    if amax is not None:
+        checks.number("amax", amax, nonnegative=True)
+    ops, xw = _f._checked("x", x)
+    xw = ops.f32(xw)
+    scale = None
+    if amax is not None:
+        scale = float(_scale_from_amax(np.float32(amax), _f.info(fmt).max, margin, _f._NUMPY))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        deq, scale, _ = _tensor(xw, fmt, ops, scale, margin, rounding, seed)
+    return deq, float(scale.reshape(()))
+
+
+@dataclasses.dataclass(frozen=True)
+class DelayedScaling:
+    """Delayed per-tensor scaling: the scale for this step comes from earlier steps' amaxes.
+
+    A frozen state: :meth:`quantize` returns the result and the next state. ``algo="max"``
+    uses the largest amax in the history, ``"most_recent"`` the last one (TransformerEngine's
+    ``amax_compute_algo``). Before any history the scale is 1.
+    """
+
+    fmt: str = "e4m3"
+    history_len: int = 16
+    algo: str = "max"
+    margin: int = 0
+    history: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "fmt", _f.format_name(self.fmt))
+        checks.number("history_len", self.history_len, positive=True, integer=True)
+        checks.choice("algo", self.algo, ("max", "most_recent"))
+        checks.number("margin", self.margin, integer=True)
+
+    @property
+    def amax(self) -> float | None:
+        """The amax the next :meth:`quantize` will use (None before any step)."""
+        finite = [h for h in self.history if math.isfinite(h) and h > 0]
+        if not finite:
+            return None
+        return max(finite) if self.algo == "max" else finite[-1]
+
+    @property
+    def scale(self) -> float:
+        """The scale the next :meth:`quantize` will multiply by (1 before any history)."""
+        amax = self.amax
+        if amax is None:
+            return 1.0
+        return min(_f.info(self.fmt).max / amax / 2.0 ** self.margin, _FP32_MAX)
+
+    @_f.via_numpy
+    def quantize(self, x, rounding: str = "nearest", seed: int | None = None):
+        """Quantize ``x`` with the current scale; returns (dequantized, next state)."""
+        ops, xw = _f._checked("x", x)
+        xw = ops.f32(xw)
+        amax_now = float(ops.amax(ops.abs(xw), tuple(range(xw.ndim))).reshape(()))
+        deq, _, _ = _tensor(xw, self.fmt, ops, self.scale, rounding=rounding, seed=seed)
+        nxt = dataclasses.replace(self, history=(self.history + (amax_now,))[-self.history_len:])
+        return deq, nxt
+
+
+# ----------------------------------------------------------------------------- Hadamard
+def _hadamard_matrix(size, seed):
+    h = np.ones((1, 1))
+    while h.shape[0] < size:
+        h = np.block([[h, h], [h, -h]])  # Sylvester construction
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size)
+    return (signs[:, None] * h / math.sqrt(size)).astype(np.float32)
+
+
+@_f.via_numpy
+def random_hadamard(x, seed: int, size: int = 16, axis: int = -1, inverse: bool = False):
+    """Rotate consecutive blocks of ``size`` along ``axis`` by D H / sqrt(size).
+
+    H is the Sylvester Hadamard matrix and D a diagonal of random signs drawn from ``seed``
+    (the random Hadamard transform of the NVFP4 recipe, which uses size 16). The matrix is
+    orthogonal, so ``inverse=True`` undoes the rotation.
+    """
+    checks.number("size", size, positive=True, integer=True)
+    if size & (size - 1):
+        raise ValueError(f"size must be a power of two; got {size}")
+    checks.number("seed", seed, integer=True, nonnegative=True)
+    ops, xw = _f._checked("x", x)
+    xw = ops.f32(xw)
+    axis = axis % xw.ndim
+    n = xw.shape[axis]
+    if n % size:
+        raise ValueError(f"Hadamard size={size} must divide x.shape[{axis}]={n}")
+    m = _hadamard_matrix(size, seed)
+    m = ops.const(m.T if inverse else m, xw)
+    xm = ops.moveaxis(xw, axis, -1)
+    y = (xm.reshape(*xm.shape[:-1], n // size, size) @ m).reshape(xm.shape)
+    return ops.moveaxis(y, -1, axis)
+
+
+# ----------------------------------------------------------------------------- metrics
+def _pair(x, xq):
+    """Both arrays in float64 after checks: same shape, ``x`` finite, ``xq`` finite."""
+    ops, xw = _f._checked("x", x)
+    _, qw = _f._checked("xq", xq)
+    if tuple(xw.shape) != tuple(qw.shape):
+        raise ValueError(f"x and xq must have the same shape; got {tuple(xw.shape)} and "
+                         f"{tuple(qw.shape)}")
+    if ops.any(~ops.isfinite(xw)):
+        raise ValueError("x must be finite for an error metric")
+    if ops.any(~ops.isfinite(qw)):
+        raise ValueError("xq contains inf or NaN: the quantization overflowed")
+    if ops.is_torch:
+        return ops, xw.double(), qw.double()
+    return ops, xw.astype(np.float64), qw.astype(np.float64)
+
+
+@_f.via_numpy
+def sqnr_db(x, xq) -> float:
+    """Signal-to-quantization-noise ratio, 10 log10(sum x^2 / sum (x - xq)^2), in dB."""
+    ops, xw, qw = _pair(x, xq)
+    signal = ops.f64_sum(xw * xw)
+    noise = ops.f64_sum((xw - qw) * (xw - qw))
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+@_f.via_numpy
+def relative_error(x, xq) -> float:
+    """Relative error in the Frobenius norm, ||x - xq|| / ||x|| (inf for x = 0, xq != 0)."""
+    ops, xw, qw = _pair(x, xq)
+    noise = ops.f64_sum((xw - qw) * (xw - qw))
+    signal = ops.f64_sum(xw * xw)
+    if noise == 0:
+        return 0.0
+    return math.sqrt(noise / signal) if signal > 0 else math.inf
+
+
+@_f.via_numpy
+def fraction_flushed(x, xq) -> float:
+    """Fraction of the nonzero values of ``x`` that became zero."""
+    ops, xw, qw = _pair(x, xq)
+    nonzero = ops.f64_sum(xw != 0)
+    return ops.f64_sum((xw != 0) & (qw == 0)) / nonzero if nonzero else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantStats:
+    """Error of one quantization: SQNR (dB), relative error, fraction clipped and flushed."""
+
+    sqnr_db: float
+    relative_error: float
+    fraction_clipped: float
+    fraction_flushed: float
+
+
+@_f.via_numpy
+def quant_stats(x, scheme: str, **kwargs) -> QuantStats:
+    """Quantize ``x`` with a block ``scheme`` or a scalar format and measure the error.
+
+    A value counts as clipped when rounding it without saturation would exceed the format's
+    largest value (after block scaling). Keyword arguments go to :func:`block_quantize`
+    (block schemes) or :func:`quantize` with ``overflow="saturate"`` (scalar formats).
+    """
+    allowed = SCHEMES + _f.FORMATS
+    checks.choice("scheme", scheme, allowed)
+    if scheme in SCHEMES:
+        args = dict(axis=-1, pad=False, role="activation", rounding="nearest", seed=None,
+                    hadamard_seed=None, hadamard_size=16)
+        unknown = set(kwargs) - set(args)
+        if unknown:
+            raise TypeError(f"unexpected arguments {sorted(unknown)}; allowed: {sorted(args)}")
+        args.update(kwargs)
+        deq, _, clipped = _run(x, scheme, want_clipped=True, **args)
+    else:
+        ops, xw = _f._checked("x", x)
+        deq, clipped = _f._quantize_core(ops.f32(xw), scheme, ops, want_clipped=True, **kwargs)
+    ops = _f.backend(deq)
+    n = deq.numel() if ops.is_torch else deq.size
+    frac_clipped = ops.f64_sum(clipped) / n if (clipped is not None and n) else 0.0
+    return QuantStats(sqnr_db(x, deq), relative_error(x, deq), frac_clipped,
+                      fraction_flushed(x, deq))
+
+
+@_f.via_numpy
+def fraction_clipped(x, scheme: str, **kwargs) -> float:
+    """Fraction of values that saturate under ``scheme`` (see :func:`quant_stats`)."""
+    return quant_stats(x, scheme, **kwargs).fraction_clipped

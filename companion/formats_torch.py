@@ -1,0 +1,218 @@
+"""Emulated low-precision GEMMs in torch: ``qmatmul`` and a quantized ``Linear`` layer.
+
+Operands are quantized and dequantized with :mod:`companion.formats` (exact formats, the
+recipes' block scaling), then multiplied in float32. This reproduces the numerics of an FP8 or
+FP4 GEMM, not its speed. Optionally the accumulation is limited as on Hopper's FP8 tensor
+cores: DeepSeek-V3 (arXiv:2412.19437, section 3.3) reports that the accumulator keeps about 14
+bits and promotes partial sums to FP32 CUDA-core registers every N_C = 128 elements of K.
+Imported lazily by ``companion.formats`` (``formats.qmatmul``), so numpy users never need torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from companion import blockscale, checks
+from companion import formats as _f
+
+PLAIN = ("fp32", "bf16")
+ACCUMULATE = ("fp32", "limited")
+
+
+def quantize_operand(t, scheme: str, axis: int = -1, role: str = "activation",
+                     rounding: str = "nearest", hadamard_seed: int | None = None):
+    """Quantize-dequantize a GEMM operand along its reduction ``axis`` (float32 result)."""
+    checks.choice("scheme", scheme, PLAIN + blockscale.SCHEMES)
+    if scheme == "fp32":
+        return t.float()
+    if scheme == "bf16":
+        return t.to(torch.bfloat16).float()
+    deq, _ = blockscale.block_quantize(t, scheme, axis=axis, pad=True, role=role,
+                                       rounding=rounding, hadamard_seed=hadamard_seed)
+    return deq
+
+
+def _truncate(t, bits):
+    """Keep ``bits`` significant bits (implicit one included), rounding toward zero."""
+    return (t.view(torch.int32) & ~((1 << (24 - bits)) - 1)).view(torch.float32)
+
+
+def accumulate_matmul(a, b, accumulate: str = "fp32", promote_every: int | None = None,
+                      chunk: int = 32, accumulator_bits: int = 14):
+    """a @ b of float32 operands with FP32 or limited-precision accumulation.
+
+    ``accumulate="limited"`` adds the products of each ``chunk`` of K (one tensor-core
+    instruction's depth) into an accumulator truncated to ``accumulator_bits`` significant bits;
+    with ``promote_every`` (a multiple of ``chunk``) the accumulator is added into an FP32 sum
+    and cleared at that interval, DeepSeek-V3's fix.
+    """
+    checks.choice("accumulate", accumulate, ACCUMULATE)
+    if accumulate == "fp32":
+        return a @ b
+    checks.number("chunk", chunk, positive=True, integer=True)
+    checks.number("accumulator_bits", accumulator_bits, integer=True, minimum=2, maximum=24)
+    if promote_every is not None:
+        checks.number("promote_every", promote_every, positive=True, integer=True)
+        checks.divides("chunk", chunk, "promote_every", promote_every)
+    k = a.shape[-1]
+    total = acc = torch.zeros((*a.shape[:-1], b.shape[-1]), dtype=torch.float32, device=a.device)
+    for k0 in range(0, k, chunk):
+        acc = _truncate(acc + a[..., k0:k0 + chunk] @ b[k0:k0 + chunk], accumulator_bits)
+        if promote_every and (k0 + chunk) % promote_every == 0:
+            total, acc = total + acc, torch.zeros_like(acc)
+    return total + acc
+
+
+def qmatmul(a, b, scheme: str = "mxfp8_e4m3", accumulate: str = "fp32",
+            promote_every: int | None = None, b_scheme: str | None = None, **kwargs):
+    """Emulated low-precision ``a @ b`` for a (..., M, K) and b (K, N).
+
+    ``a`` is quantized as an activation along K, ``b`` as a weight along K (``b_scheme``
+    defaults to ``scheme``); ``scheme`` is a block scheme of :mod:`companion.formats`, ``"bf16"``
+    or ``"fp32"``. Accumulation options as in :func:`accumulate_matmul`.
+    """
+    if b.ndim != 2 or a.shape[-1] != b.shape[0]:
+        raise ValueError(f"need a (..., M, K) and b (K, N); got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    qa = quantize_operand(a, scheme, axis=-1, role="activation")
+    qb = quantize_operand(b, b_scheme or scheme, axis=0, role="weight")
+    return accumulate_matmul(qa, qb, accumulate, promote_every, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How a Linear layer quantizes activations (x), weights (w) and output gradients (g)."""
+
+    name: str
+    x: str
+    w: str
+    g: str
+    grad_rounding: str = "nearest"
+    wgrad_hadamard: bool = False  # random Hadamard transform on the Wgrad GEMM's inputs
+    delayed: bool = False  # per-tensor scales from an amax history instead of the current amax
+
+
+RECIPES = {r.name: r for r in (
+    Recipe("fp32", "fp32", "fp32", "fp32"),
+    Recipe("bf16", "bf16", "bf16", "bf16"),
+    # TransformerEngine Format.HYBRID: E4M3 forward, E5M2 gradients
+    Recipe("fp8_current", "fp8_e4m3_tensor", "fp8_e4m3_tensor", "fp8_e5m2_tensor"),
+    Recipe("fp8_delayed", "fp8_e4m3_tensor", "fp8_e4m3_tensor", "fp8_e5m2_tensor", delayed=True),
+    # DeepSeek-V3: E4M3 everywhere, 1x128 activation/gradient tiles, 128x128 weight blocks
+    Recipe("fp8_block", "deepseek_fp8", "deepseek_fp8", "deepseek_fp8"),
+    # TransformerEngine MXFP8BlockScaling: E4M3 for all tensors by default
+    Recipe("mxfp8", "mxfp8_e4m3", "mxfp8_e4m3", "mxfp8_e4m3"),
+    Recipe("mxfp4", "mxfp4", "mxfp4", "mxfp4"),
+    # NVFP4 paper / TE NVFP4BlockScaling: 16x16 weight tiles, stochastic rounding on gradients,
+    # random Hadamard transform on the Wgrad inputs
+    Recipe("nvfp4", "nvfp4", "nvfp4", "nvfp4", grad_rounding="stochastic", wgrad_hadamard=True),
+)}
+
+
+class _Quantizer:
+    """Quantizes one tensor role of one layer; holds the delayed-scaling state if any."""
+
+    def __init__(self, scheme, delayed):
+        self.scheme = scheme
+        fmt = "e5m2" if scheme == "fp8_e5m2_tensor" else "e4m3"
+        self.state = _f.DelayedScaling(fmt=fmt) if delayed else None
+
+    def __call__(self, t, axis, role, rounding="nearest", hadamard_seed=None):
+        if self.state is not None:
+            deq, self.state = self.state.quantize(t, rounding=rounding)
+            return deq
+        return quantize_operand(t, self.scheme, axis, role, rounding, hadamard_seed)
+
+
+def _axis_free(scheme):
+    return scheme in PLAIN or scheme in ("fp8_e4m3_tensor", "fp8_e5m2_tensor")
+
+
+class QuantizedLinearFunction(torch.autograd.Function):
+    """y = x W^T + b with all three GEMMs (forward, dgrad, wgrad) quantized by a recipe.
+
+    Block-scaled operands are quantized again along the backward GEMMs' reduction axes (as the
+    hardware recipes do); per-tensor scaled ones are quantized once and reused, so a delayed
+    scaling history advances once per step.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer):
+        x2 = x.reshape(-1, x.shape[-1]).float()
+        w = weight.float()
+        qx = layer.q_x(x2, axis=-1, role="activation")
+        qw = layer.q_w(w, axis=-1, role="weight")
+        y = accumulate_matmul(qx, qw.t(), layer.accumulate, layer.promote_every)
+        if bias is not None:
+            y = y + bias.float()
+        ctx.save_for_backward(x2, w, qx, qw)
+        ctx.layer, ctx.has_bias, ctx.x_shape = layer, bias is not None, x.shape
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, gy):
+        x2, w, qx, qw = ctx.saved_tensors
+        layer, r = ctx.layer, ctx.layer.recipe
+        g2 = gy.reshape(-1, w.shape[0]).float()
+        # dgrad reduces over output features, wgrad over tokens: quantize along those axes
+        gq = layer.q_g(g2, axis=-1, role="activation", rounding=r.grad_rounding)
+        qw_b = qw if _axis_free(r.w) else layer.q_w(w, axis=0, role="weight")
+        dx = accumulate_matmul(gq, qw_b, layer.accumulate, layer.promote_every)
+        seed = layer.next_hadamard_seed() if r.wgrad_hadamard else None
+        if _axis_free(r.g) and seed is None:
+            gq_t = gq
+        else:
+            gq_t = layer.q_g(g2, axis=0, role="activation", rounding=r.grad_rounding,
+                             hadamard_seed=seed)
+        if _axis_free(r.x) and seed is None:
+            xq_t = qx
+        else:
+            xq_t = layer.q_x(x2, axis=0, role="activation", hadamard_seed=seed)
+        dw = accumulate_matmul(gq_t.t(), xq_t, layer.accumulate, layer.promote_every)
+        db = g2.sum(0) if ctx.has_bias else None
+        return dx.reshape(ctx.x_shape), dw, db, None
+
+
+class QLinear(torch.nn.Module):
+    """A Linear layer whose GEMMs are emulated in a low-precision recipe (see ``RECIPES``).
+
+    Parameters stay float32 (master weights); outputs are float32. ``accumulate`` and
+    ``promote_every`` select the accumulation emulation of :func:`accumulate_matmul`.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 recipe: str = "bf16", accumulate: str = "fp32",
+                 promote_every: int | None = None, seed: int = 0):
+        super().__init__()
+        checks.number("in_features", in_features, positive=True, integer=True)
+        checks.number("out_features", out_features, positive=True, integer=True)
+        checks.choice("recipe", recipe, tuple(RECIPES))
+        checks.choice("accumulate", accumulate, ACCUMULATE)
+        self.recipe = RECIPES[recipe]
+        self.accumulate, self.promote_every = accumulate, promote_every
+        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = torch.nn.Parameter(torch.empty(out_features)) if bias else None
+        bound = 1 / math.sqrt(in_features)  # torch.nn.Linear's default initialization
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+        r = self.recipe
+        self.q_x = _Quantizer(r.x, r.delayed)
+        self.q_w = _Quantizer(r.w, r.delayed)
+        self.q_g = _Quantizer(r.g, r.delayed)
+        self._hadamard_seed = seed
+
+    def next_hadamard_seed(self) -> int:
+        """Seed of the next Wgrad Hadamard transform: fresh random signs every step."""
+        self._hadamard_seed += 1
+        return self._hadamard_seed
+
+    def forward(self, x):
+        """y = x W^T + b, with the recipe's quantized GEMMs."""
+        return QuantizedLinearFunction.apply(x, self.weight, self.bias, self)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.weight.shape[1]}, out_features={self.weight.shape[0]}, "
+                f"recipe={self.recipe.name!r}, accumulate={self.accumulate!r}")
