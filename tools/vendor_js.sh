@@ -26,3 +26,22 @@ sed -e 's#https://cdn.jsdelivr.net/npm/#./#g' \
 printf '@jupyter-widgets/html-manager %s (npm), dist/embed.js with its fonts; CDN fallback pointed at the site.\n' \
   "$version" > "$dest/VERSION"
 echo "vendored html-manager $version into $dest"
+
+# MathJax 3 for the book's formulas (Sphinx would otherwise load it from a CDN). tex-svg.js
+# draws with SVG paths, so no font files are fetched; TeX extensions that autoload, the menu and
+# the accessibility components come along so nothing is fetched on demand from elsewhere. The
+# speech engine's CDN defaults (used only if a reader turns speech on) point at the site too.
+mjversion=${2:-3.2.2}
+mj="$here/assets/vendor/mathjax"
+(cd "$tmp" && rm -rf package ./*.tgz && npm pack --silent "mathjax@$mjversion" >/dev/null && tar xzf ./*.tgz)
+rm -rf "$mj" && mkdir -p "$mj/input/tex"
+cp "$tmp/package/LICENSE" "$mj/LICENSE"
+sed -e 's#https://cdn.jsdelivr.net/npm/#./#g' "$tmp/package/es5/tex-svg.js" > "$mj/tex-svg.js"
+cp -r "$tmp/package/es5/input/tex/extensions" "$mj/input/tex/"
+for d in ui a11y; do
+  cp -r "$tmp/package/es5/$d" "$mj/"
+done
+grep -rl 'cdn.jsdelivr.net' "$mj" | xargs -r sed -i 's#https://cdn.jsdelivr.net/npm/#./#g'
+printf 'mathjax %s (npm), es5/tex-svg.js with TeX extensions, ui and a11y; CDN defaults pointed at the site.\n' \
+  "$mjversion" > "$mj/VERSION"
+echo "vendored mathjax $mjversion into $mj"

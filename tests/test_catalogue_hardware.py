@@ -1,0 +1,81 @@
+"""The hardware chapter's exercises and helpers: answers finite, accepted, and equal to the
+figures in the cited documents."""
+import math
+
+import pytest
+
+from companion import exercises
+from companion.exercises import check
+from companion.explore import hardware as hx
+
+HW = [e for e in exercises.exercises("hardware")]
+
+
+def test_at_least_five_exercises():
+    assert len(HW) >= 5
+
+
+@pytest.mark.parametrize("ex", HW, ids=[e.id for e in HW])
+def test_answer_is_finite_and_accepted(ex):
+    a = ex.answer()
+    assert isinstance(a, float) and math.isfinite(a) and a > 0, ex.id
+    assert check(ex.id, a), ex.id
+    assert not check(ex.id, 2 * a), ex.id
+
+
+def test_answers_match_the_documents():
+    # NVIDIA GB200 NVL72 product page, 'Individual Blackwell GPU Specifications': GB200 FP4
+    # 20 PF sparse; HGX B200 BF16 4.5 PF sparse, so 2.25 PF dense.
+    assert check("hw-headline-to-bf16", 20 / 2.25)
+    # Narayanan et al. 2021 (arXiv:2104.04473), abstract: 163 TFLOP/s per A100 is "52% of
+    # theoretical peak"; the A100 datasheet's dense BF16/FP16 peak is 312 TFLOP/s.
+    assert check("hw-mfu-megatron-a100", 0.52)
+    assert not check("hw-mfu-megatron-a100", 163 / 624)
+    # H100 datasheet (SXM): 1,979 TFLOPS BF16 with sparsity, 3.35 TB/s.
+    assert check("hw-ridge-h100", 1979e12 / 2 / 3.35e12)
+    # GB200 NVL72 product page: 1,440 PFLOPS FP4 with sparsity for 72 GPUs.
+    assert check("hw-nvl72-fp4-dense", 1440 / 2)
+    # HGX B300 (NVIDIA HGX page): FP4 105 PF dense per 8 GPUs, 1,100 W (Verda); HGX B200
+    # 9 PF dense FP4 at 1,000 W.
+    assert check("hw-fp4-per-watt-b300", (105 / 8 / 1100) / (9 / 1000))
+    # Square GEMM intensity n/3 (2n^3 FLOPs over 6n^2 bytes): n = 3 x 2.25e15 / 7.7e12.
+    assert check("hw-square-gemm-b200", 3 * 2.25e15 / 7.7e12)
+
+
+def test_ladder_goes_from_headline_to_dense_bf16():
+    steps = hx.ladder()
+    assert steps["pflops"].iloc[0] == pytest.approx(20)    # GB200 FP4 sparse (NVIDIA table)
+    assert steps["pflops"].iloc[-1] == pytest.approx(2.25)  # HGX B200 BF16 dense
+    assert list(steps["convention"]) == ["sparse", "sparse", "dense", "dense", "dense"]
+
+
+def test_mfu_denominators():
+    mfu = hx.mfu_denominators().set_index("denominator")["mfu"]
+    assert mfu["dense peak (right)"] == pytest.approx(163 / 312)
+    assert mfu["2:4-sparse headline"] == pytest.approx(163 / 624)
+    assert mfu["dense peak halved again"] > 1  # the impossible MFU OLMo-core PR 614 fixed
+
+
+def test_peaks_leave_out_missing_figures_and_check_input():
+    fp8 = hx.peaks("fp8", "dense", "peak TFLOP/s", "all")
+    assert not fp8["gpu"].str.contains("V100|A100").any()  # Volta and Ampere have no FP8
+    sparse_fp4 = hx.peaks("fp4", "sparse", "peak TFLOP/s", "all")
+    assert not sparse_fp4["gpu"].str.contains("MI355X").any()
+    assert (fp8["value"] > 0).all()
+    with pytest.raises(ValueError, match="precision"):
+        hx.peaks("fp3")
+    with pytest.raises(ValueError, match="sparsity"):
+        hx.peaks("bf16", "half")
+
+
+def test_seed_claims_verdicts_agree_with_catalogue():
+    claims = hx.seed_claims("hardware")
+    assert len(claims) >= 9
+    assert (claims["verdict"] == claims["catalogue_verdict"]).all(), claims[
+        ["id", "verdict", "catalogue_verdict"]]
+
+
+def test_sources_cover_every_gpu():
+    src = hx.sources()
+    assert len(src) == len(hx.GPU_NAMES)
+    assert src["source"].str.contains("https://").all()
