@@ -1,0 +1,89 @@
+"""Exercises of the interconnect chapter (NVLink and InfiniBand)."""
+from .. import comm, fabric, hardware
+from ..exercises import Exercise, register
+
+CHAPTER = "interconnect"
+
+
+def _ic():
+    # Imported on demand: the explore package loads altair, which checking an answer never needs.
+    from ..explore import interconnect
+    return interconnect
+
+
+register(Exercise(
+    id="ic-nvlink4-per-direction",
+    chapter=CHAPTER,
+    question="The H100 datasheet prints 900 GB/s of NVLink bandwidth. How many GB/s can one "
+             "H100 send to its peers while it receives as much?",
+    answer=lambda: hardware.gpu("H100").scaleup_Bps / 1e9,
+    why="900 GB/s is the sum of both directions (18 links x 25 GB/s each way x 2); one "
+        "direction is half of it, and that is the number bus bandwidth is compared with.",
+    rel_tol=0.01, unit="GB/s"))
+
+register(Exercise(
+    id="ic-ring-1gib-h100",
+    chapter=CHAPTER,
+    question="Ignoring latency, how many milliseconds does a ring all-reduce of a 1 GiB buffer "
+             "take on 8 H100s over NVLink 4?",
+    answer=lambda: comm.collective_time_s("all_reduce", 2 ** 30, 8,
+                                          hardware.gpu("H100").scaleup_Bps, 0.0) * 1e3,
+    why="t = 2(n-1)/n x S / B with B the per-direction bandwidth (450 GB/s), not 900.",
+    rel_tol=0.02, unit="ms"))
+
+register(Exercise(
+    id="ic-busbw-issue212",
+    chapter=CHAPTER,
+    question="nccl-tests reports an all-reduce algbw of 275 GB/s on 8 H100s (nccl-tests issue "
+             "212). What busbw does it print next to it, in GB/s?",
+    answer=lambda: comm.bus_bandwidth("all_reduce", _ic().PUBLISHED_H100_NVLS["algbw_Bps"],
+                                      _ic().PUBLISHED_H100_NVLS["gpus"], 1.0) / 1e9,
+    why="busbw = algbw x 2(n-1)/n for all-reduce, whatever algorithm NCCL used; with NVLS it "
+        "can exceed the 450 GB/s line rate.",
+    rel_tol=0.01, unit="GB/s"))
+
+register(Exercise(
+    id="ic-8byte-ring-2000",
+    chapter=CHAPTER,
+    question="An 8-byte all-reduce runs as a ring over 2,000 GPUs, each step costing NCCL's "
+             "4 us network latency, on 400 Gb/s NDR links. How many milliseconds does it take?",
+    answer=lambda: comm.collective_time_s("all_reduce", 8, 2000,
+                                          hardware.link("NDR").per_direction_Bps,
+                                          fabric.NCCL_NET_STEP_S, algorithm="ring") * 1e3,
+    why="A ring all-reduce has 2(n-1) latency steps; the bandwidth term of 8 bytes is "
+        "negligible. A tree needs only 2 ceil(log2 n) steps.",
+    rel_tol=0.02, unit="ms"))
+
+register(Exercise(
+    id="ic-hdr-leaf-factor",
+    chapter=CHAPTER,
+    question="2,000 GPUs in DGX B200 nodes (one 400 Gb/s NIC per GPU) all-reduce 26 GB of "
+             "gradients hierarchically. One of the job's leaves is HDR. By what factor does the "
+             "network phase grow compared with an all-NDR fabric?",
+    answer=lambda: (fabric.hierarchical_all_reduce_time_s(
+        26e9, _ic().system_fabric("DGX B200", slow_leaf_fraction=0.125, slow_link="HDR"),
+        250).scaleout_s / fabric.hierarchical_all_reduce_time_s(
+        26e9, _ic().system_fabric("DGX B200"), 250).scaleout_s),
+    why="Every ring passes through the slow leaf, so the ring runs at the HDR rate (25 GB/s "
+        "per direction instead of 50): almost exactly 2x, the latency terms being small.",
+    rel_tol=0.03, unit="x"))
+
+register(Exercise(
+    id="ic-slow-leaf-probability",
+    chapter=CHAPTER,
+    question="A job spans 8 leaf switches picked at random; one leaf in 8 of the building is "
+             "still HDR. What is the probability that the job touches at least one HDR leaf?",
+    answer=lambda: fabric.slow_leaf_probability(1 / 8, 8),
+    why="1 - (1 - f)^k with f = 1/8 and k = 8 leaves: more likely than not.",
+    rel_tol=0.02, unit=""))
+
+register(Exercise(
+    id="ic-tp-share-h100",
+    chapter=CHAPTER,
+    question="With the chapter's assumptions (13B layer, hidden 5120, 40 heads, sequence 4096, "
+             "microbatch 1, TP 8, ring all-reduce at the registry's NVLink bandwidth, GEMMs at "
+             "their roofline, no overlap), what share of an H100 layer's time is TP all-reduce?",
+    answer=lambda: _ic().tp_layer("H100").comm_share,
+    why="Four all-reduces of b s h bf16 values per layer (two forward, two backward) at "
+        "2(n-1)/n S / B each, against 72 b s h^2 + 12 b s^2 h FLOPs split over 8 GPUs.",
+    rel_tol=0.1, unit=""))

@@ -1,0 +1,163 @@
+"""The interconnect chapter's explorers and exercises against their sources.
+
+Sources named per test: NVIDIA's link figures (via the registry), nccl-tests' PERFORMANCE.md
+and issue 212, Narayanan et al. 2021 (the per-layer FLOP count), Megatron-LM's DDP default.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from companion import comm, fabric
+from companion.exercises import check, exercises
+from companion.explore import interconnect as ic
+
+GB = 1e9
+
+
+def test_every_exercise_checks_its_own_answer_and_rejects_a_wrong_one():
+    exs = exercises("interconnect")
+    assert len(exs) >= 5
+    for ex in exs:
+        answer = ex.answer()
+        assert math.isfinite(answer) and answer > 0, ex.id
+        assert check(ex.id, answer), ex.id
+        assert not check(ex.id, 2 * answer), ex.id
+
+
+def test_link_ladder_keeps_both_conventions():
+    ladder = ic.link_ladder().set_index("key")
+    # NVIDIA HGX H100 blog: "NVLink bidirectional speed of 900 GB/s" -> 450 GB/s each way.
+    assert ladder.loc["nvlink4", "bidirectional_GBps"] == pytest.approx(900)
+    assert ladder.loc["nvlink4", "per_direction_GBps"] == pytest.approx(450)
+    # NVIDIA MMA4Z00-NS: NDR line rate 400 Gb/s, per direction -> 50 GB/s.
+    assert ladder.loc["ib_ndr", "per_direction_GBps"] == pytest.approx(400 / 8)
+    assert ladder.loc["ib_ndr", "printed as"] == "per direction"
+    # NV-HBI: NVIDIA prints 10 TB/s without a convention; the ladder must not invent one.
+    assert np.isnan(ladder.loc["nv_hbi", "per_direction_GBps"])
+
+
+def test_published_issue_212_against_the_model():
+    # nccl-tests issue 212 (NCCL developer): 8 H100, NVLS all-reduce busBw ~480 GB/s at
+    # algbw ~275 GB/s; line rate 450 GB/s per direction.
+    table = ic.published_vs_model("H100").set_index("quantity")["GBps"]
+    assert table["busbw from the published algbw x 2(n-1)/n"] == pytest.approx(480, rel=0.01)
+    # PERFORMANCE.md: an ideal ring's busbw equals the per-direction link bandwidth.
+    assert table["ring all-reduce busbw bound"] == pytest.approx(450, rel=0.01)
+    assert table["line rate per direction (registry)"] < 480 < table["nvls all-reduce busbw bound"]
+
+
+def test_collective_curves_reach_the_line_rate_and_respect_the_link():
+    df = ic.collective_curves("all_reduce", "NVLink 4", 8)
+    ring = df[df.algorithm == "ring"]
+    # PERFORMANCE.md: ring all-reduce busbw -> link bandwidth at large sizes (450 GB/s).
+    assert ring.busbw_GBps.iloc[-1] == pytest.approx(450, rel=0.01)
+    assert set(df.algorithm) == {"ring", "tree", "nvls"}
+    ib = ic.collective_curves("all_reduce", "IB NDR", 64)
+    assert set(ib.algorithm) == {"ring", "tree", "sharp"}
+    assert set(ic.collective_curves("all_gather", "IB NDR", 64).algorithm) == {"ring"}
+    with pytest.raises(ValueError, match="link"):
+        ic.collective_curves(link="NVLink 9")
+
+
+def test_half_bandwidth_size_of_a_ring_is_n_alpha_b():
+    # PERFORMANCE.md ring all-reduce: 2(n-1) a = 2(n-1)/n S/B  <=>  S = n a B.
+    n = 8
+    bw, a = ic.explorer_link("NVLink 4")
+    assert ic.half_bandwidth_size("all_reduce", "NVLink 4", n) == pytest.approx(n * a * bw)
+
+
+def test_tp_layer_counts_megatron_flops_and_four_all_reduces():
+    b, s, h, t = 1, 4096, 5120, 8
+    r = ic.tp_layer("H100", hidden=h, heads=40, seq_len=s, micro_batch=b, tp=t)
+    # Narayanan et al. 2021 (arXiv:2104.04473): forward + backward of one layer without
+    # recomputation = 72 b s h^2 + 12 b s^2 h FLOPs, split over t tensor-parallel GPUs.
+    assert r.flops == pytest.approx((72 * b * s * h ** 2 + 12 * b * s ** 2 * h) / t)
+    assert r.all_reduce_bytes == b * s * h * 2  # bf16 activations
+    ring = comm.collective_time_s("all_reduce", r.all_reduce_bytes, t, 450 * GB,
+                                  fabric.NCCL_NVLINK_STEP_S)
+    assert r.comm_s == pytest.approx(4 * ring)
+    assert r.comm_share == pytest.approx(r.comm_s / (r.compute_s + r.comm_s))
+    assert 0 < r.gemm_mfu <= 1
+    hidden = ic.tp_layer("H100", overlap=True)
+    assert hidden.exposed_comm_s == 0 and hidden.layer_s == pytest.approx(r.compute_s)
+    # Exposing exactly the target share after hiding the computed fraction.
+    f = r.hidden_fraction_for(0.03)
+    exposed = (1 - f) * r.comm_s
+    assert exposed / (r.compute_s + exposed) == pytest.approx(0.03)
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(tp=3), ValueError, "tp"),
+    (dict(hidden=5100), ValueError, "heads"),
+    (dict(overlap="yes"), TypeError, "overlap"),
+    (dict(link_efficiency=1.5), ValueError, "link_efficiency"),
+    (dict(algorithm="rings"), ValueError, "ring"),
+])
+def test_tp_layer_bad_input(kwargs, exc, words):
+    with pytest.raises(exc, match=words):
+        ic.tp_layer("H100", **kwargs)
+
+
+def test_system_fabrics_come_from_the_registry():
+    # NVIDIA GB200 NVL72 page: 72 GPUs in one NVLink domain, NVLink 5 at 1.8 TB/s total
+    # (900 GB/s per direction); one 400 Gb/s ConnectX-7 per GPU in the reference design.
+    nvl = ic.system_fabric("GB200 NVL72")
+    assert nvl.gpus_per_domain == 72 and nvl.scaleup_Bps == 900 * GB
+    assert nvl.nic_Bps == 50 * GB and nvl.nics_per_gpu == 1
+    dgx = ic.system_fabric("DGX B200", slow_leaf_fraction=0.125, slow_link="HDR")
+    assert dgx.gpus_per_domain == 8 and dgx.bottleneck_nic_Bps == 25 * GB  # HDR 200 Gb/s
+
+
+def test_hierarchical_shard_is_size_over_domain():
+    table = ic.hierarchical_table(8e9, total_gpus=576).set_index("fabric")
+    assert table.loc["DGX B200", "network shard MB"] == pytest.approx(8e9 / 8 / 1e6)
+    assert table.loc["GB200 NVL72", "network shard MB"] == pytest.approx(8e9 / 72 / 1e6)
+    assert table.loc["GB200 NVL72", "network_ms"] < table.loc["DGX B200", "network_ms"]
+    with pytest.raises(ValueError, match="total_gpus"):
+        ic.hierarchical_curves(total_gpus=100)
+
+
+def test_moe_inside_nvl72_stays_on_nvlink():
+    df = ic.moe_curves(ic.moe_dispatch_bytes(4096, 8, 7168))
+    df = df.set_index(["fabric", "expert_parallel"])
+    assert df.loc[("GB200 NVL72", 64), "network_ms"] == 0
+    assert df.loc[("DGX B200", 64), "network_ms"] > 0
+    assert ic.moe_dispatch_bytes(4096, 8, 7168) == 4096 * 8 * 7168 * 2
+
+
+def test_tail_curves_are_seeded_and_congestion_doubles_the_step():
+    a = ic.tail_curves(straggler_prob=1e-4)
+    assert a.equals(ic.tail_curves(straggler_prob=1e-4))
+    p = a.pivot(index="gpus", columns="percentile", values="step_over_ideal")
+    assert (p["P99"] >= p["P50"]).all()
+    # With every link congested and no jitter, the step is compute + comm (1 + x): the x from
+    # congestion_to_double_p99 makes it exactly twice the ideal step.
+    c, m = 0.8, 0.2
+    x = ic.congestion_to_double_p99(c, m)
+    r = fabric.tail_latency([8], c, m, jitter=0.0, straggler_prob=0.0, congested_link_prob=1.0,
+                            congestion_slowdown=x, steps=10)
+    assert r.p50_s[0] == pytest.approx(2 * (c + m))
+    q = ic.congested_link_prob_for(0.99, 2000)
+    assert 1 - (1 - q) ** 2000 == pytest.approx(0.01)
+
+
+def test_megatron_default_bucket():
+    # Megatron-LM distributed_data_parallel.py: bucket_size = max(40000000, 1000000 * dp_size).
+    assert ic.megatron_default_bucket_elements(10) == 40_000_000
+    assert ic.megatron_default_bucket_elements(2000) == 2_000_000_000
+
+
+def test_buckets_ring_latency_vs_tree():
+    df = ic.bucket_curves(gpus=2000, link="NDR", backward_ms=500, buckets=(100e6, 400e6))
+    ring = df[df.algorithm == "ring"].set_index("bucket_MB")["exposed_ms"]
+    tree = df[df.algorithm == "tree"].set_index("bucket_MB")["exposed_ms"]
+    assert ring[100] > ring[400] > tree[400]
+
+
+def test_hdr_leaf_story_halves_the_network_but_not_the_step():
+    s = ic.hdr_leaf_story()
+    assert s.domains == 250 and s.leaves == 8
+    assert s.hdr_Bps / s.ndr_Bps == pytest.approx(0.5)  # HDR 200 vs NDR 400 Gb/s
+    assert 1.0 < s.step_ratio < 2.0
+    assert s.comm_mixed_s < 2 * s.comm_healthy_s
