@@ -439,7 +439,7 @@ def quant_stats(x, scheme: str, **kwargs) -> QuantStats:
 
     A value counts as clipped when rounding it without saturation would exceed the format's
     largest value (after block scaling). Keyword arguments go to :func:`block_quantize`
-    (block schemes) or :func:`quantize` with ``overflow="saturate"`` (scalar formats).
+    (block schemes) or :func:`companion.formats.quantize` with ``overflow="saturate"`` (scalar formats).
     """
     allowed = SCHEMES + _f.FORMATS
     checks.choice("scheme", scheme, allowed)
