@@ -1,4 +1,4 @@
-"""Command line: ``python -m companion bench|env ...`` (``--help`` on each)."""
+"""Command line: ``python -m companion bench|plan|env ...`` (``--help`` on each)."""
 from __future__ import annotations
 
 import argparse
@@ -21,8 +21,10 @@ def _env(argv) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    usage = ("usage: python -m companion {bench,env} ...\n\n"
+    usage = ("usage: python -m companion {bench,plan,env} ...\n\n"
              "  bench {gemm,bandwidth,collectives} [--help]   run a real kernel benchmark\n"
+             "  plan --model M --gpu G --gpus N --global-batch B [--top K] [--json]\n"
+             "                                               fastest parallel layouts\n"
              "  env [--device cuda]                          print this machine's provenance\n")
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "env":
         return _env(rest)
+    if cmd == "plan":
+        from .search import main as plan
+        return plan(rest)
     if cmd == "bench":
         if not rest or rest[0] in ("-h", "--help"):
             print("usage: python -m companion bench {" + ",".join(BENCHES) + "} [--help]")

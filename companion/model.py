@@ -6,8 +6,9 @@ where it is written, with the parameter named. :func:`check_layout` checks the t
 (TP must divide the heads, PP the layers, EP the experts, ...). :mod:`companion.memory` and
 ``companion.parallel`` take these objects; ``parallel.Transformer`` is a re-export.
 
-Presets (:func:`preset`, :func:`presets`) are the models of the Megatron-LM papers and of
-Llama 3, each with its source in :data:`PRESET_SOURCES`.
+Presets (:func:`preset`, :func:`presets`) are the models of the Megatron-LM papers, Llama 3,
+DeepSeek-V3 and the seeds' 13B, 175B and 1.7T MoE, each with its source in
+:data:`PRESET_SOURCES`.
 """
 from __future__ import annotations
 
@@ -301,6 +302,32 @@ _PRESETS["turing-530b"] = (_gpt("turing-530b", 105, 20480, 128), (
 for _m in (_llama("llama3-8b", 32, 4096, 32, 14336), _llama("llama3-70b", 80, 8192, 64, 28672),
            _llama("llama3-405b", 126, 16384, 128, 53248)):
     _PRESETS[_m.name] = (_m, _LLAMA3)
+
+_PRESETS["deepseek-v3"] = (Transformer(
+    "deepseek-v3", 61, 7168, 128, 18432, 129280, 4096, ffn_type="swiglu", experts=256, top_k=8,
+    shared_experts=1, expert_ffn_hidden=2048, dense_layers=3, tied_embeddings=False, bias=False,
+    learned_positions=False), (
+    "DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437, Section 4.2 (61 layers, "
+    "hidden 7168, 128 heads, first 3 layers dense, 1 shared + 256 routed experts of width 2048, "
+    "8 routed per token, 671B total / 37B active, 4K pretraining sequences); dense FFN 18432 "
+    "and vocab 129280 from the released config.json. Multi-head latent attention is priced as "
+    "MHA of the same width (128 heads x 56): 672B total, 38.7B active; MTP module not counted"))
+_PRESETS["seed-13b"] = (_gpt("seed-13b", 40, 5120, 40), (
+    "The seeds' 13B Megatron model with hidden size 5120 (seed 000); shapes of GPT-3 13B, "
+    "Brown et al. 2020, arXiv:2005.14165, Table 2.1 (40 layers, 40 heads of 128; the table "
+    "prints d_model 5140, but 40 x 128 = 5120)"))
+_PRESETS["seed-175b"] = (_gpt("seed-175b", 96, 12288, 96), (
+    "The seeds' 175B dense model, sequence 2048, global batch 2048 on 256 H100 (FP8) vs 256 "
+    "B200 (FP4) (seed 003); GPT-3 175B shapes (Brown et al. 2020, Table 2.1)"))
+_PRESETS["seed-1.7t-moe"] = (Transformer(
+    "seed-1.7t-moe", 128, 16384, 128, 2048, 128256, 8192, kv_heads=8, ffn_type="swiglu",
+    experts=128, top_k=24, shared_experts=1, tied_embeddings=False, bias=False,
+    learned_positions=False), (
+    "The seeds' MoE with 1.7T parameters, about 400B active, trained with TP4/PP8/EP128/VPP2/"
+    "CP2 on '8192 B200 in 128 NVL72' (seed 003). The seed gives no shapes: this one is a "
+    "hypothetical fit (128 layers so PP8 x VPP2 divides them, 128 experts so EP128 divides "
+    "them, 128 heads so TP4 divides them, Llama-3-style attention and vocabulary): 1.74T "
+    "total, 0.40T active"))
 
 #: Where each preset's shapes come from (paper and table).
 PRESET_SOURCES = {k: src for k, (_, src) in _PRESETS.items()}

@@ -128,3 +128,21 @@ def test_check_layout_names_the_parameters():
         check_layout(m, Layout(tp=8), num_gpus=16)
     with pytest.raises(ValueError, match="MoE"):
         check_layout(m, Layout(dp=2, ep=2))
+
+
+def test_deepseek_v3_and_seed_presets():
+    # DeepSeek-V3 Technical Report (arXiv:2412.19437), Section 4.2: 671B total, 37B activated;
+    # MLA priced as MHA of equal width adds about 1B (total) and 1.7B (active)
+    ds = preset("deepseek-v3")
+    assert ds.params / 1e9 == pytest.approx(671, rel=0.01)
+    assert ds.active_params / 1e9 == pytest.approx(37, rel=0.06)
+    assert (ds.experts, ds.top_k, ds.shared_experts, ds.dense_layers) == (256, 8, 1, 3)
+    # seed 003: "总参数1.7万亿，每次激活大约400B" (1.7T total, about 400B active)
+    moe = preset("seed-1.7t-moe")
+    assert moe.params / 1e12 == pytest.approx(1.7, rel=0.03)
+    assert moe.active_params / 1e9 == pytest.approx(400, rel=0.02)
+    # the seed's layout TP4 / PP8 x VPP2 / EP128 divides heads, layers and experts
+    assert moe.heads % 4 == 0 and moe.layers % 16 == 0 and moe.experts % 128 == 0
+    assert preset("seed-13b").hidden == 5120  # seed 000: "hidden size 5120"
+    assert round(preset("seed-13b").params / 1e9) == 13
+    assert preset("seed-175b").layers == 96 and round(preset("seed-175b").params / 1e9) == 175

@@ -1,0 +1,296 @@
+"""Megatron-style training step time: TP, SP, PP, DP/ZeRO, CP and EP on a real cluster.
+
+:func:`estimate` prices one training step of a :class:`Transformer` laid out by a
+:class:`Layout` on a :class:`Cluster`; :func:`companion.search.search` prices every valid
+layout at once. Both run :func:`step_arrays`, written once over numpy arrays (``estimate``
+passes arrays of length one), so one code path serves one layout and a million.
+
+One step on the critical pipeline stage, per microbatch and per layer: GEMMs (the roofline
+of :func:`companion.roofline.gemm_time`, with tile and wave quantization, times the
+achievable fraction of :mod:`companion.calibration`), attention (fused Flash kernels or
+Megatron's unfused QK^T, softmax, dropout, AV), memory-bound elementwise work, TP/SP
+collectives (exposed unless the stack overlaps them with GEMMs), CP ring exchange (hidden
+behind attention when it can be), and EP all-to-all. Backward GEMMs cost twice the forward;
+recomputation adds a forward (``full``) or the attention core (``selective``). The pipeline
+adds a bubble of (p - 1) / v microbatch-stages (Narayanan et al. 2021, Section 2.2: bubble
+fraction (p - 1)/(m v)) and point-to-point sends; data parallelism adds the gradient
+reduction, hidden behind the last microbatch's backward when the stack overlaps it; the
+optimizer streams its state once. Collectives come from :mod:`companion.fabric`.
+
+Software matters as much as hardware: :data:`STACKS` names what each Megatron generation
+did (the 2021-2022 papers ran unfused attention and exposed every collective).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from companion import checks, hardware
+from companion.calibration import DEFAULT, Calibration
+from companion.model import Layout, Transformer, check_layout, preset, presets
+from companion.steptime import (FLOP_CONVENTIONS, RECOMPUTE_CODE, derived_arrays,
+                                memory_arrays, model_flops_per_token, stage_layers,
+                                step_arrays)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The machine a job runs on: scale-up domains joined by a scale-out network.
+
+    Bandwidths are bytes/s per GPU per direction (``scaleout_Bps`` sums a GPU's NICs).
+    """
+
+    name: str
+    gpus_per_domain: int
+    scaleup_Bps: float
+    scaleout_Bps: float
+    source: str = ""
+
+    def __post_init__(self):
+        checks.number("gpus_per_domain", self.gpus_per_domain, integer=True, minimum=1)
+        checks.number("scaleup_Bps", self.scaleup_Bps, positive=True)
+        checks.number("scaleout_Bps", self.scaleout_Bps, positive=True)
+
+
+# Narayanan et al. 2021 (arXiv:2104.04473), Section 5: Selene's DGX A100 nodes hold 8 A100
+# 80GB joined by NVLink/NVSwitch and 8 Mellanox 200 Gb/s HDR InfiniBand HCAs.
+_DGX_A100 = ("DGX A100 (8 GPUs, NVSwitch, 8 x HDR 200 Gb/s)", "Narayanan et al. 2021, "
+             "arXiv:2104.04473, Section 5 (Selene: 8 A100 per node, 8 HDR HCAs per node)")
+
+
+def cluster(gpu, system: str | Cluster | None = None) -> Cluster:
+    """The :class:`Cluster` for ``gpu`` in ``system`` (a name in the hardware registry, a
+    Cluster, or None for the GPU's usual node: DGX A100 for A100, otherwise the registry's
+    system built around that GPU, e.g. DGX H100 or GB200 NVL72)."""
+    g = hardware.gpu(gpu)
+    if isinstance(system, Cluster):
+        return system
+    if system is None:
+        table = hardware.systems()
+        rows = table[table["gpu"] == g.key]
+        if len(rows):
+            system = rows.iloc[0]["name"]
+        elif g.key.startswith("a100"):
+            nic = hardware.link("HDR").per_direction_Bps
+            return Cluster(_DGX_A100[0], 8, g.scaleup_Bps, nic, _DGX_A100[1])
+        else:
+            raise ValueError(f"no system in the registry holds {g.name}; pass system= "
+                             f"(a registry name or a Cluster)")
+    s = hardware.system(system)
+    scaleup = g.scaleup_Bps if g.scaleup_Bps is not None else s.gpu().scaleup_Bps
+    return Cluster(s.name, s.scaleup_domain_gpus, scaleup, s.scaleout_Bps / s.gpu_count,
+                   s.source)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What the training software does: fused attention, and which collectives it overlaps."""
+
+    name: str
+    flash_attention: bool
+    overlap_tp: bool
+    overlap_grad_reduce: bool
+    overlap_p2p: bool
+    overlap_ep: bool = False
+    causal: bool = True
+    grad_reduce_bytes: int = 2
+
+
+#: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.
+#: 2022: unfused (fused-softmax) attention computing the whole score matrix, every TP
+#: collective and pipeline send on the critical path, gradients all-reduced after the
+#: backward pass. ``megatron-core``: Megatron-Core with Transformer Engine (2024-2025):
+#: FlashAttention-style fused kernels skipping masked blocks, TP communication overlapped
+#: with GEMMs (``--tp-comm-overlap``), gradient reduce-scatter overlapped with the backward
+#: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``).
+STACKS = {
+    "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
+                           overlap_grad_reduce=False, overlap_p2p=False),
+    "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
+                           overlap_grad_reduce=True, overlap_p2p=True),
+}
+
+
+def stack(name: str | Stack) -> Stack:
+    """A :class:`Stack` by name (see :data:`STACKS`), or the object itself."""
+    return name if isinstance(name, Stack) else STACKS[checks.choice("stack", name, STACKS)]
+
+
+def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False) -> dict:
+    """One :class:`Layout` as the length-1 arrays :func:`step_arrays` takes."""
+    zero = 1 if layout.distributed_optimizer else layout.zero_stage
+    vals = dict(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
+                vpp=layout.vpp, mb=layout.microbatch, m=layout.num_microbatches,
+                sp=int(layout.sequence_parallel), rc=RECOMPUTE_CODE[layout.recompute],
+                zero=zero, grad_bytes=st.grad_reduce_bytes,
+                stage_layers=stage_layers(model.layers, layout.pp, layout.vpp, uneven))
+    return {k: np.array([v], dtype=np.int64) for k, v in vals.items()}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One training step of one layout: time, its breakdown, memory and utilization.
+
+    Times are seconds per step on the critical pipeline stage. ``*_comm_s`` is the time a
+    collective takes, ``*_exposed_s`` the part not hidden behind compute; the step time is
+    the sum of gemm, attention, elementwise, recompute, the exposed parts, the pipeline
+    point-to-point sends and bubble, and the optimizer. MFU counts model FLOPs in the
+    convention ``flop_convention`` against the dense peak at the layout's precision; HFU
+    adds the recomputed FLOPs.
+    """
+
+    model: str
+    gpu: str
+    cluster: str
+    stack: str
+    layout: Layout
+    num_gpus: int
+    step_time_s: float
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    recompute_s: float
+    tp_comm_s: float
+    tp_exposed_s: float
+    cp_comm_s: float
+    cp_exposed_s: float
+    ep_comm_s: float
+    ep_exposed_s: float
+    pp_p2p_s: float
+    bubble_s: float
+    dp_comm_s: float
+    dp_exposed_s: float
+    optimizer_s: float
+    memory_bytes: float
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    capacity_bytes: float
+    fits: bool
+    reason: str
+    mfu: float
+    hfu: float
+    model_tflops_per_gpu: float
+    tokens_per_s: float
+    flop_convention: str
+
+    def breakdown(self) -> dict:
+        """The parts that add up to the step time (seconds)."""
+        keys = ("gemm_s", "attention_s", "elementwise_s", "recompute_s", "tp_exposed_s",
+                "cp_exposed_s", "ep_exposed_s", "pp_p2p_s", "bubble_s", "dp_exposed_s",
+                "optimizer_s")
+        return {k: getattr(self, k) for k in keys}
+
+
+def _reason(mem, capacity):
+    if mem["fits"]:
+        return f"fits: {mem['memory_bytes'] / 1e9:.1f} GB of {capacity / 1e9:.1f} GB"
+    parts = {k: mem[k + "_bytes"] for k in ("weights", "grads", "optimizer", "activations")}
+    big = max(parts, key=parts.get)
+    return (f"does not fit: needs {mem['memory_bytes'] / 1e9:.1f} GB > {capacity / 1e9:.1f} GB "
+            f"(largest part: {big}, {parts[big] / 1e9:.1f} GB)")
+
+
+def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, *,
+             software="megatron-core", calibration: Calibration = DEFAULT,
+             uneven_stages: bool = False, reserve_bytes: float = 0.0,
+             flop_convention: str = "megatron") -> Estimate:
+    """Step time, breakdown, memory and MFU of ``layout`` training ``model`` on ``gpu``.
+
+    ``model`` is a :class:`Transformer` or a preset name; ``gpu`` a registry name or spec;
+    ``num_gpus`` (default ``layout.num_gpus``) must equal tp x pp x dp x cp; ``system`` a
+    registry system name, a :class:`Cluster`, or None for the GPU's usual node (see
+    :func:`cluster`); ``software`` a :data:`STACKS` name or :class:`Stack`;
+    ``layout.global_batch`` must be set. A layout that does not fit in memory is still timed,
+    with ``fits=False`` and the reason.
+    """
+    model = preset(model) if isinstance(model, str) else model
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a Transformer or one of {presets()}; got "
+                        f"{type(model).__name__}")
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a Layout; got {type(layout).__name__}")
+    if layout.global_batch is None:
+        raise ValueError("layout.global_batch must be set to time a step (it fixes the "
+                         "number of microbatches)")
+    g, st = hardware.gpu(gpu), stack(software)
+    cl = cluster(g, system)
+    num_gpus = layout.num_gpus if num_gpus is None else num_gpus
+    checks.number("num_gpus", num_gpus, integer=True, minimum=1)
+    lst = stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages)
+    padded = replace(model, layers=lst * layout.pp) if uneven_stages else model
+    check_layout(padded, layout, num_gpus)
+    if uneven_stages and lst * (layout.pp - 1) >= model.layers:
+        raise ValueError(f"pp={layout.pp} leaves the last stage empty for {model.layers} layers")
+    X = layout_arrays(model, layout, st, uneven_stages)
+    mem = memory_arrays(model, g, st, X, reserve_bytes, layout.precision)
+    X.update(dense_params=mem["dense_params"], expert_params=mem["expert_params"])
+    bd = step_arrays(model, g, cl, calibration, st, layout.precision, X)
+    der = derived_arrays(model, g, X, bd, mem, st, layout.precision, flop_convention)
+    one = {k: float(v[0]) for k, v in {**bd, **der}.items() if k != "global_batch"}
+    memf = {k: float(mem[k][0]) for k in ("memory_bytes", "weights_bytes", "grads_bytes",
+                                           "optimizer_bytes", "activations_bytes")}
+    fits = bool(mem["fits"][0])
+    return Estimate(model.name, g.name, cl.name, st.name, layout, num_gpus, **one, **memf,
+                    capacity_bytes=g.hbm_bytes, fits=fits,
+                    reason=_reason({**memf, "fits": fits}, g.hbm_bytes),
+                    flop_convention=flop_convention)
+
+
+# -- published runs ---------------------------------------------------------------------------
+PUBLISHED_RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs.csv"
+
+
+def _narayanan_flops(model: Transformer, global_batch: int) -> float:
+    """Narayanan et al. 2021, Section 5.1: 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per step,
+    the recomputed forward pass included (their Table 1's teraFLOP/s use it)."""
+    s, l, h, v = model.seq_len, model.layers, model.hidden, model.vocab
+    return 96.0 * global_batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+def published_runs() -> pd.DataFrame:
+    """``data/published_runs.csv`` with ``measured_step_time_s`` filled in where the source
+    reports throughput (converted with the source's own FLOP count, see the column
+    ``flop_convention``) and ``step_time_derived`` saying which rows were converted."""
+    runs = pd.read_csv(PUBLISHED_RUNS)
+    derived = runs["measured_step_time_s"].isna()
+    for i in runs.index[derived]:
+        r = runs.loc[i]
+        flops = _narayanan_flops(preset(r["model"]), int(r["global_batch"]))
+        runs.loc[i, "measured_step_time_s"] = flops / (r["num_gpus"] * r["measured_tflops_per_gpu"]
+                                                       * 1e12)
+    runs["step_time_derived"] = derived
+    return runs
+
+
+def run_layout(row) -> Layout:
+    """The :class:`Layout` of one row of :func:`published_runs`."""
+    return Layout(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
+                  ep=int(row["ep"]), vpp=int(row["vpp"]), microbatch=int(row["microbatch"]),
+                  global_batch=int(row["global_batch"]),
+                  sequence_parallel=bool(row["sequence_parallel"]),
+                  recompute=str(row["recompute"]), precision=str(row["precision"]))
+
+
+def validate(calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """Predicted against measured step time for every published run: one row each, with the
+    signed error in percent (positive: the model is slower than the run)."""
+    runs = published_runs()
+    pred = [estimate(r["model"], run_layout(r), r["gpu"], software=r["software"],
+                     calibration=calibration).step_time_s for _, r in runs.iterrows()]
+    out = runs[["run_id", "table", "model", "gpu", "num_gpus", "tp", "pp", "dp", "vpp",
+                "microbatch", "global_batch", "sequence_parallel", "recompute",
+                "measured_step_time_s", "step_time_derived"]].copy()
+    out["predicted_step_time_s"] = pred
+    out["error_pct"] = 100 * (out["predicted_step_time_s"] / out["measured_step_time_s"] - 1)
+    return out
+
+
+__all__ = ["published_runs", "run_layout", "validate", "PUBLISHED_RUNS", "Transformer", "Layout", "check_layout", "preset", "presets", "Cluster", "cluster",
+           "Stack", "STACKS", "stack", "FLOP_CONVENTIONS", "model_flops_per_token", "Estimate",
+           "estimate", "step_arrays", "memory_arrays", "layout_arrays", "derived_arrays",
+           "stage_layers"]

@@ -1,0 +1,358 @@
+"""The core of the step-time model, written once over numpy arrays of layouts.
+
+:func:`companion.parallel.estimate` calls these with arrays of length one and
+:func:`companion.search.search` with every candidate layout at once. What a layout costs is
+described in :mod:`companion.parallel`; the kernels and collectives here delegate to
+:func:`companion.roofline.gemm_time`, :func:`companion.roofline.attention`,
+:func:`companion.fabric.hierarchical_all_reduce_time_s`,
+:func:`companion.fabric.moe_all_to_all_time_s` and :func:`companion.memory.training_memory`,
+each evaluated once per distinct shape or configuration and broadcast back to the layouts.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from companion import checks
+from companion.comm import collective_time_s
+from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
+from companion.memory import params_per_gpu, training_memory
+from companion.model import Layout, Transformer
+from companion.roofline import attention, gemm_time
+
+RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+ACT_BYTES = 2  # BF16/FP16 activations, as Megatron keeps them (FP8 only inside GEMMs)
+
+# -- FLOPs conventions ------------------------------------------------------------------------
+FLOP_CONVENTIONS = ("megatron", "bridge", "6n")
+
+
+def _matmul_params_per_token(model: Transformer) -> float:
+    """Weights each token multiplies: attention projections, active MLP, output layer."""
+    h, d = model.hidden, model.head_dim
+    attn = h * (model.heads + 2 * model.kv_heads_used) * d + model.heads * d * h
+    mats = 3 if model.ffn_type == "swiglu" else 2
+    dense_mlp = mats * h * model.ffn_hidden
+    moe_mlp = mats * h * model.expert_ffn * (model.top_k + model.shared_experts)
+    mlp = (model.layers - model.moe_layers) * dense_mlp + model.moe_layers * moe_mlp
+    return model.layers * attn + mlp + model.vocab * h
+
+
+def model_flops_per_token(model: Transformer, convention: str = "megatron") -> float:
+    """Training FLOPs per token (forward and backward, no recomputation).
+
+    ``megatron``: 6 x the weights a token multiplies (output layer included) + 12 s a d per
+    layer for attention counted over the full s x s score matrix: Narayanan et al. 2021,
+    Appendix (72 B s l h^2 (1 + s/6h + V/12lh) per step for GPT), Megatron-LM's
+    ``num_floating_point_operations`` and NeMo's ``flops_formulas`` report this.
+    ``bridge``: the same with causal attention (half the score matrix), as
+    Megatron-Bridge's ``flop_utils`` counts it. ``6n``: 6 x active parameters, no attention
+    (Kaplan et al. 2020).
+    """
+    checks.choice("convention", convention, FLOP_CONVENTIONS)
+    if convention == "6n":
+        return 6.0 * model.active_params
+    attn = 12.0 * model.seq_len * model.heads * model.head_dim * model.layers
+    return 6.0 * _matmul_params_per_token(model) + attn * (0.5 if convention == "bridge" else 1)
+
+
+# -- kernels per (tp, microbatch tokens, ep) group ---------------------------------------------
+@dataclass(frozen=True)
+class _NoWaves:
+    """A GPU spec without a published SM count: wave quantization is not applied."""
+
+    gpu: object
+    sm_count: int = 1
+
+    @property
+    def name(self):
+        return self.gpu.name
+
+    @property
+    def hbm_Bps(self):
+        return self.gpu.hbm_Bps
+
+    def peak_flops(self, precision, sparse=False):
+        return self.gpu.peak_flops(precision, sparse)
+
+
+def _gemm_s(g, cal, precision, m, n, k, batch=1):
+    e = gemm_time(int(m), int(n), int(k), g, dtype=precision, batch=int(batch))
+    return max(e.timing.compute_s / cal.gemm_efficiency, e.timing.memory_s / cal.hbm_efficiency)
+
+
+def _linear_s(g, cal, precision, m, n, k, batch=1):
+    """Forward and backward time of a linear layer y[m,n] = x[m,k] w[k,n]: the backward pass
+    is two GEMMs of other shapes, dgrad (m x k, reducing n) and wgrad (k x n, reducing m),
+    each with its own tile and wave quantization."""
+    n, k = max(1, int(n)), max(1, int(k))
+    return (_gemm_s(g, cal, precision, m, n, k, batch),
+            _gemm_s(g, cal, precision, m, k, n, batch) + _gemm_s(g, cal, precision, k, n, m, batch))
+
+
+@functools.lru_cache(maxsize=65536)
+def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
+    """Forward and backward times (s) of one layer's kernels, one microbatch, one GPU."""
+    s, h, a, kv, d = model.seq_len, model.hidden, model.heads, model.kv_heads_used, model.head_dim
+    sl = s // cp
+    m = mb * sl
+    up = 2 if model.ffn_type == "swiglu" else 1
+
+    def lin(*shape):
+        return np.array(_linear_s(g, cal, precision, *shape))
+
+    attn_proj = lin(m, (a + 2 * kv) * d // t, h) + lin(m, h, a * d // t)
+    dense = attn_proj + lin(m, up * model.ffn_hidden // t, h) + lin(m, h, model.ffn_hidden // t)
+    moe = np.zeros(2)
+    if model.is_moe:
+        fe, local = model.expert_ffn, model.experts // ep
+        rows = max(1, math.ceil(m * model.top_k * ep / model.experts))
+        moe = (attn_proj + lin(m, model.experts, h) + lin(rows, up * fe // t, h, local)
+               + lin(rows, h, fe // t, local))
+        if model.shared_experts:
+            fs = model.shared_experts * fe
+            moe = moe + lin(m, up * fs // t, h) + lin(m, h, fs // t)
+    logits = lin(m, math.ceil(model.vocab / t), h)
+    if st.flash_attention:
+        flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
+        core = flops / (g.peak_flops(precision if precision != "fp4" else "fp8")
+                        * cal.attention_efficiency)
+        core_bwd, score_bytes = 2.5 * core, 0.0
+    else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
+        heads, p16 = mb * a // t, ("fp16" if precision == "fp16" else "bf16")
+        qk, av = _linear_s(g, cal, p16, sl, s, d, heads), _linear_s(g, cal, p16, sl, d, s, heads)
+        core, core_bwd, score_bytes = qk[0] + av[0], qk[1] + av[1], heads * sl * s * ACT_BYTES
+    return (*dense, *moe, *logits, core, core_bwd, score_bytes)
+
+
+def _per_group(fn, keys):
+    """Evaluate scalar ``fn(*key)`` once per distinct key row; broadcast back as arrays.
+
+    The scalar functions are memoized (pure functions of frozen inputs), so a second search
+    over the same model and machine reuses every kernel and memory figure it has priced."""
+    keys = [np.asarray(k, dtype=np.int64) for k in keys]
+    radix = [int(k.max()) + 1 for k in keys]
+    if math.prod(radix) < 2 ** 62:  # one mixed-radix integer per row: a 1-D unique is fast
+        code = np.zeros_like(keys[0])
+        for k, r in zip(keys, radix):
+            code = code * r + k
+        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(np.stack(keys, axis=1), axis=0, return_index=True,
+                                  return_inverse=True)
+    rows = np.stack([k[first] for k in keys], axis=1).tolist()
+    out = np.array([fn(*row) for row in rows], dtype=float)
+    out = out.reshape(len(first), -1)
+    return [out[inv.ravel(), j] for j in range(out.shape[1])]
+
+
+# -- collectives -------------------------------------------------------------------------------
+def _span(n, stride, cl):
+    """Members per scale-up domain and domains spanned by a group of ``n`` ranks whose
+    neighbours are ``stride`` ranks apart (Megatron orders ranks tp, cp, dp, pp)."""
+    per = np.where(stride >= cl.gpus_per_domain, 1,
+                   np.minimum(n, np.maximum(1, cl.gpus_per_domain // np.maximum(stride, 1))))
+    return per, np.ceil(n / per).astype(np.int64)
+
+
+def _fabric(cl, cal, per):
+    return Fabric(int(per), cl.scaleup_Bps * cal.scaleup_efficiency,
+                  cl.scaleout_Bps * cal.scaleout_efficiency)
+
+
+def _all_reduce_s(size, n, stride, cl, cal):
+    """Ring all-reduce of ``size`` bytes per GPU over a group: reduce-scatter and all-gather
+    inside each domain, all-reduce of the shard across domains. This is
+    :func:`companion.fabric.hierarchical_all_reduce_time_s` (ring) with the domain size an
+    array, built from the same :func:`companion.comm.collective_time_s` calls."""
+    per, dom = _span(n, stride, cl)
+    intra = 2 * collective_time_s("all_gather", size, per, cl.scaleup_Bps * cal.scaleup_efficiency,
+                                  NCCL_NVLINK_STEP_S)
+    inter = collective_time_s("all_reduce", size / per, dom,
+                              cl.scaleout_Bps * cal.scaleout_efficiency, NCCL_NET_STEP_S)
+    return np.where(n > 1, intra + inter, 0.0)
+
+
+def _all_to_all_s(size, n, stride, cl, cal):
+    per, _ = _span(n, stride, cl)
+    out = np.zeros(np.broadcast(size, n).shape)
+    size = np.broadcast_to(size, out.shape)
+    for p, e in set(zip(per.tolist(), n.tolist())):
+        mask = (per == p) & (n == e)
+        fit = math.gcd(p, e) if e > p else p  # fabric wants whole domains per group
+        out[mask] = moe_all_to_all_time_s(size[mask], e, _fabric(cl, cal, fit)).total_s
+    return out
+
+
+def _send_s(size, stride, cl, cal):
+    cross = stride >= cl.gpus_per_domain
+    up = collective_time_s("send_recv", size, 2, cl.scaleup_Bps * cal.scaleup_efficiency,
+                           NCCL_NVLINK_STEP_S)
+    out = collective_time_s("send_recv", size, 2, cl.scaleout_Bps * cal.scaleout_efficiency,
+                            NCCL_NET_STEP_S)
+    return np.where(cross, out, up)
+
+
+# -- memory, once per distinct configuration ----------------------------------------------------
+def _zero_fields(z):
+    """Zero code 1 is Megatron's distributed optimizer; 2 and 3 are ZeRO stages."""
+    return {"distributed_optimizer": True} if z == 1 else {"zero_stage": z}
+
+
+def _padded(model, p, lst):
+    return replace(model, layers=lst * p) if lst * p != model.layers else model
+
+
+@functools.lru_cache(maxsize=65536)
+def _state(model, precision, t, p, d, c, e, z, lst):
+    lay = Layout(tp=t, pp=p, dp=d, cp=c, ep=e, precision=precision, **_zero_fields(z))
+    mem = training_memory(_padded(model, p, lst), lay, num_microbatches=1)
+    split = params_per_gpu(_padded(model, p, lst), lay)
+    return mem.weights_bytes, mem.grads_bytes, mem.optimizer_bytes, split.dense, split.expert
+
+
+@functools.lru_cache(maxsize=65536)
+def _acts(model, precision, flash, t, p, c, v, sp, rc, mi, lst):
+    lay = Layout(tp=t, pp=p, cp=c, vpp=v, sequence_parallel=bool(sp), precision=precision,
+                 recompute=("none", "selective", "full")[rc])
+    return training_memory(_padded(model, p, lst), lay, num_microbatches=mi,
+                           flash_attention=flash).activations_bytes
+
+
+def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
+    """Per-GPU memory for arrays of layouts from :func:`companion.memory.training_memory`,
+    called once per distinct state (tp, pp, dp, cp, ep, zero) and activation (tp, pp, cp,
+    vpp, sp, recompute, microbatches in flight) configuration; activations scale linearly
+    with the microbatch size. Uneven pipelines are priced on their fullest stage: a model
+    padded to ``pp x stage_layers`` layers."""
+    k = X
+    w, gr, opt, dense, expert = _per_group(
+        lambda *key: _state(model, precision, *key),
+        [k["tp"], k["pp"], k["dp"], k["cp"], k["ep"], k["zero"], k["stage_layers"]])
+    # microbatches in flight on the first stage: min(pp, m) for 1F1B; interleaving ignores m
+    inflight = np.where(k["vpp"] > 1, k["pp"], np.minimum(k["m"], k["pp"]))
+    (a1,) = _per_group(lambda *key: _acts(model, precision, st.flash_attention, *key),
+                       [k["tp"], k["pp"], k["cp"], k["vpp"], k["sp"], k["rc"], inflight,
+                        k["stage_layers"]])
+    act = a1 * k["mb"]
+    total = w + gr + opt + act + reserve_bytes
+    return {"weights_bytes": w, "grads_bytes": gr, "optimizer_bytes": opt,
+            "activations_bytes": act, "memory_bytes": total, "fits": total <= gpu.hbm_bytes,
+            "dense_params": dense, "expert_params": expert}
+
+
+# -- the step ----------------------------------------------------------------------------------
+REPLICATED_BYTES = 22  # per token-channel, fwd: 2 norms (4+4), 2 bias-dropout-adds (7+7)
+# HBM bytes per parameter of a mixed-precision Adam step as Megatron runs it: unscale and
+# inf-check the FP32 gradient (read 4, write 4), clip by global norm (read 4), fused Adam
+# (read param, grad, m, v: 16; write param, m, v: 12), copy FP32 params to 16-bit (read 4,
+# write 2), zero the gradient buffer (write 4).
+OPTIMIZER_BYTES = 50
+# Low-precision GEMMs: Transformer Engine reads each 16-bit GEMM input and writes an 8-bit
+# copy (3 bytes per element) in the forward pass; the backward pass casts the output gradient
+# and writes the transposed 8-bit copies Hopper's FP8 tensor cores need (TN layout only), about
+# 5 bytes per element (NVIDIA Transformer Engine documentation, "Using FP8 with Transformer
+# Engine": per-tensor scaling with amax history, casts fused with the transpose).
+FP8_CAST_BYTES, FP8_CAST_BWD_BYTES = 3, 5
+
+
+def step_arrays(model, gpu, cl, cal, st, precision, X):
+    """Step-time breakdown (seconds, arrays) for arrays of layouts ``X`` (keys tp, pp, dp,
+    cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes). See the module docstring."""
+    g = gpu if gpu.sm_count is not None else _NoWaves(gpu)  # frozen: memo keys stay equal
+    t, p, d, c, e, v, mb, m = (X[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "m"))
+    sp, rc, lst = X["sp"].astype(bool), X["rc"], X["stage_layers"]
+    dense, dense_b, moe, moe_b, logits, logits_b, core, core_bwd, score_b = _per_group(
+        lambda *k: _kernels(model, g, cal, st, precision, *k), [t, mb, c, e])
+    fm = model.moe_layers / model.layers
+    gemm = (1 - fm) * dense + fm * moe
+    gemm_b = (1 - fm) * dense_b + fm * moe_b
+    hbm = g.hbm_Bps * cal.hbm_efficiency
+    tokens = mb * (model.seq_len // c)
+    up = 6 if model.ffn_type == "swiglu" else 4
+    ffn = (1 - fm) * model.ffn_hidden + fm * (model.top_k + model.shared_experts) * model.expert_ffn
+    elem = (REPLICATED_BYTES * tokens * model.hidden / np.where(sp, t, 1)
+            + up * tokens * ffn / t) / hbm
+    score_f, score_b = 4.5 * score_b / hbm, 5.5 * score_b / hbm  # 9 and 11 bytes per score
+    cast = 0.0
+    if precision in ("fp8", "fp4"):  # Transformer Engine casts every GEMM input to 8 bits
+        gemm_in = tokens * (2 * model.hidden + (model.heads * model.head_dim + ffn) / t)
+        cast = FP8_CAST_BYTES * gemm_in / hbm
+    fwd = gemm + core + elem + score_f + cast
+    bwd = gemm_b + core_bwd + 2 * elem + score_b + FP8_CAST_BWD_BYTES / FP8_CAST_BYTES * cast
+    rec = np.select([rc == 2, rc == 1], [fwd, core + score_f], 0.0)
+
+    act = tokens * model.hidden * ACT_BYTES
+    n_ar = 4 + 2 * (rc == 2) + (sp & (rc != 2))  # SP re-gathers its input in backward
+    tp_comm = n_ar * _all_reduce_s(act, t, 1, cl, cal)
+    tp_x = np.maximum(0.0, tp_comm - gemm - gemm_b) if st.overlap_tp else tp_comm
+    kv = 2 * act * model.kv_heads_used / model.heads / t
+    cp_comm = (c - 1) * (3 + (rc == 2)) * _send_s(kv, t, cl, cal) * (c > 1)
+    cp_x = np.maximum(0.0, cp_comm - core - core_bwd)
+    ep_comm = np.zeros_like(gemm)
+    if model.is_moe:
+        a2a = _all_to_all_s(act * model.top_k / t, e, t, cl, cal)
+        ep_comm = fm * (4 + 2 * (rc == 2)) * a2a
+    ep_x = np.maximum(0.0, ep_comm - fm * (moe + moe_b)) if st.overlap_ep else ep_comm
+    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x
+    t_mb = lst * per_layer + logits + logits_b
+    bubble = (p - 1) / v * t_mb
+
+    sends = 2 * np.where(st.overlap_p2p, p - 1, m * v) * (p > 1)
+    p2p = sends * _send_s(act / t, t * c * d, cl, cal)
+    gb = X["grad_bytes"]
+    dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
+    expert_dp = _all_reduce_s(X["expert_params"] * gb, d * c // e, t * e, cl, cal)
+    z = X["zero"]
+    grads = dense_dp + expert_dp
+    dp_comm = np.where(z >= 1, 0.5 * grads * (1 + 2 / gb), grads) + np.where(
+        z == 3, (2 * m - 1) * 0.5 * grads * 2 / gb, 0.0)
+    window = np.where(z == 3, m * lst * (fwd + bwd), lst * (fwd + bwd))
+    dp_x = np.maximum(0.0, dp_comm - window) if st.overlap_grad_reduce else dp_comm
+    local = X["dense_params"] + X["expert_params"]
+    shards = np.where(z >= 1, d * c, 1)  # expert state shards fewer ways; first order only
+    optimizer = OPTIMIZER_BYTES * local / shards / hbm
+
+    steady = m * t_mb
+    total = steady + bubble + p2p + dp_x + optimizer
+    n_layers = m * lst
+    return {
+        "step_time_s": total,
+        "gemm_s": n_layers * (gemm + gemm_b) + m * (logits + logits_b),
+        "attention_s": n_layers * (core + core_bwd),
+        "elementwise_s": n_layers * (3 * elem + score_f + score_b
+                                     + (1 + FP8_CAST_BWD_BYTES / FP8_CAST_BYTES) * cast),
+        "recompute_s": n_layers * rec,
+        "tp_comm_s": n_layers * tp_comm, "tp_exposed_s": n_layers * tp_x,
+        "cp_comm_s": n_layers * cp_comm, "cp_exposed_s": n_layers * cp_x,
+        "ep_comm_s": n_layers * ep_comm, "ep_exposed_s": n_layers * ep_x,
+        "pp_p2p_s": p2p, "bubble_s": bubble,
+        "dp_comm_s": dp_comm, "dp_exposed_s": dp_x, "optimizer_s": optimizer,
+    }
+
+
+# -- one layout --------------------------------------------------------------------------------
+def stage_layers(layers: int, pp, vpp, uneven: bool = False):
+    """Layers on the fullest pipeline stage: layers/pp, or with ``uneven`` stages
+    ceil(layers / (pp vpp)) vpp (the last stage takes what is left)."""
+    if uneven:
+        return -(-layers // (pp * vpp)) * vpp
+    return layers // pp
+
+
+def derived_arrays(model, gpu, X, bd, mem, st, precision, convention):
+    """MFU, HFU, model TFLOP/s per GPU and tokens/s from a breakdown (arrays)."""
+    n = X["tp"] * X["pp"] * X["dp"] * X["cp"]
+    tokens = X["m"] * X["mb"] * X["dp"] * model.seq_len
+    model_flops = model_flops_per_token(model, convention) * tokens
+    extra = 4.0 * model.seq_len * model.heads * model.head_dim * model.layers * (
+        0.5 if st.flash_attention and st.causal else 1.0)
+    full = 2.0 * (_matmul_params_per_token(model) - model.vocab * model.hidden) + extra
+    hw_flops = model_flops + tokens * np.select([X["rc"] == 2, X["rc"] == 1], [full, extra], 0)
+    peak = gpu.peak_flops(precision) * n * bd["step_time_s"]
+    return {"mfu": model_flops / peak, "hfu": hw_flops / peak,
+            "model_tflops_per_gpu": model_flops / n / bd["step_time_s"] / 1e12,
+            "tokens_per_s": tokens / bd["step_time_s"], "global_batch": X["m"] * X["mb"] * X["dp"]}

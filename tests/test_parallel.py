@@ -1,0 +1,152 @@
+"""companion.parallel: step time against published runs, FLOP conventions, the pipeline bubble,
+and clear errors for layouts Megatron cannot run."""
+import numpy as np
+import pytest
+
+from companion import fabric
+from companion.parallel import (STACKS, Cluster, Layout, cluster, estimate, model_flops_per_token,
+                                preset, published_runs, validate)
+from companion.steptime import _all_reduce_s
+from companion.calibration import DEFAULT
+
+
+@pytest.fixture(scope="module")
+def validation():
+    return validate()
+
+
+def test_published_runs_hold_the_papers_numbers():
+    runs = published_runs().set_index("run_id")
+    # Korthikanti et al. 2022 (arXiv:2205.05198), Table 5: iteration time in seconds, full
+    # recomputation vs sequence parallel + selective recomputation
+    table5 = {"22b": (1.42, 1.10), "175b": (18.13, 13.75), "530b": (49.05, 37.83),
+              "1t": (94.42, 71.49)}
+    for size, (full, sel) in table5.items():
+        assert runs.loc[f"korthikanti2022_t5_{size}_full", "measured_step_time_s"] == full
+        assert runs.loc[f"korthikanti2022_t5_{size}_selective", "measured_step_time_s"] == sel
+    # Narayanan et al. 2021 (arXiv:2104.04473), Table 1: achieved teraFLOP/s per GPU
+    tflops = runs.filter(like="narayanan", axis=0)["measured_tflops_per_gpu"].tolist()
+    assert tflops == [137, 138, 142, 135, 138, 140, 148, 155, 163, 163]
+    # the abstract: "502 petaFLOP/s on 3072 GPUs" for 1T, i.e. 163.4 per GPU
+    assert 502e3 / 3072 == pytest.approx(163, abs=0.5)
+    assert runs["source"].str.contains("arXiv:2205.05198|arXiv:2104.04473").all()
+    assert runs["flop_convention"].notna().all()
+
+
+def test_korthikanti_table5_mean_3_worst_6_percent(validation):
+    err = validation[validation["table"] == "Table 5"]["error_pct"].abs()
+    assert len(err) == 8
+    assert err.mean() <= 3.0 and err.max() <= 6.0
+
+
+def test_narayanan_table1_mean_8_percent(validation):
+    err = validation[validation["table"] == "Table 1"]["error_pct"].abs()
+    assert len(err) == 10 and err.mean() <= 8.0
+
+
+def test_megatron_flops_match_korthikanti_mfu():
+    # Korthikanti Sec. 6.3 model FLOPs: 72 B s l h^2 (1 + s/6h + V/12lh) per step; the
+    # Megatron-LM README reports MFU 56.3% for the 1T model (TP 8, PP 64, batch 512 on 512
+    # A100s), whose Table 5 iteration time is 71.49 s, against 312 TFLOP/s per A100.
+    m = preset("korthikanti-1t")
+    s, l, h, v = m.seq_len, m.layers, m.hidden, m.vocab
+    per_step = 72 * 512 * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
+    assert model_flops_per_token(m) * 512 * s == pytest.approx(per_step, rel=1e-3)
+    assert per_step / (71.49 * 512 * 312e12) == pytest.approx(0.563, abs=0.002)
+
+
+def test_flop_conventions():
+    m = preset("llama3-8b")
+    mega, bridge = model_flops_per_token(m), model_flops_per_token(m, "bridge")
+    # Megatron-Bridge counts causal attention: half of 12 s a d per layer
+    assert mega - bridge == pytest.approx(6 * m.seq_len * m.heads * m.head_dim * m.layers)
+    assert model_flops_per_token(m, "6n") == 6 * m.params  # Kaplan et al. 2020: C = 6N
+    with pytest.raises(ValueError, match="convention"):
+        model_flops_per_token(m, "palm")
+
+
+def _gpt_layout(**kw):
+    base = dict(tp=8, pp=8, dp=1, vpp=3, microbatch=1, global_batch=64, precision="fp16",
+                recompute="full")
+    return Layout(**{**base, **kw})
+
+
+def test_breakdown_adds_up_and_bubble_is_p_minus_1_over_m_v():
+    e = estimate("korthikanti-175b", _gpt_layout(), "A100", software="megatron-2022")
+    assert sum(e.breakdown().values()) == pytest.approx(e.step_time_s, rel=1e-12)
+    # Narayanan et al. 2021, Section 2.2.2: interleaved bubble fraction (p - 1) / (m v)
+    steady = e.step_time_s - e.bubble_s - e.pp_p2p_s - e.dp_exposed_s - e.optimizer_s
+    assert e.bubble_s / steady == pytest.approx((8 - 1) / (64 * 3))
+    assert 0 < e.mfu < e.hfu < 1 and e.fits
+
+
+def test_overlap_hides_communication():
+    lay = _gpt_layout(dp=4, global_batch=256, recompute="selective", sequence_parallel=True,
+                      distributed_optimizer=True)
+    old = estimate("gpt3-175b", lay, "H100", num_gpus=256, software="megatron-2022")
+    new = estimate("gpt3-175b", lay, "H100", num_gpus=256, software=STACKS["megatron-core"])
+    assert old.tp_exposed_s == old.tp_comm_s > 0
+    assert new.tp_exposed_s < new.tp_comm_s and new.step_time_s < old.step_time_s
+
+
+def test_clusters_from_the_registry():
+    a100 = cluster("A100")  # Narayanan et al. 2021 Sec. 5: 8 GPUs and 8 HDR (200 Gb/s) HCAs
+    assert (a100.gpus_per_domain, a100.scaleout_Bps) == (8, 25e9)
+    h100 = cluster("H100")  # DGX H100: 8 GPUs, 8 x 400 Gb/s ConnectX-7
+    assert (h100.gpus_per_domain, h100.scaleout_Bps) == (8, 50e9)
+    assert cluster("B200", "GB200 NVL72").gpus_per_domain == 72
+    custom = Cluster("two racks", 72, 900e9, 100e9)
+    assert cluster("B200", custom) is custom
+
+
+def test_hierarchical_all_reduce_matches_fabric():
+    cl = cluster("H100")
+    n, stride, size = np.array([64]), np.array([8]), np.array([1e9])
+    got = _all_reduce_s(size, n, stride, cl, DEFAULT)[0]
+    fab = fabric.Fabric(1, cl.scaleup_Bps * DEFAULT.scaleup_efficiency,
+                        cl.scaleout_Bps * DEFAULT.scaleout_efficiency)
+    assert got == pytest.approx(fabric.hierarchical_all_reduce_time_s(1e9, fab, 64).total_s)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(tp=5, pp=1, dp=1, global_batch=4), "tp=5 must divide heads"),
+    (dict(tp=8, pp=5, dp=1, global_batch=4), r"pp \* vpp=5 must divide layers"),
+    (dict(tp=8, pp=1, dp=2, global_batch=3), "global_batch"),
+])
+def test_bad_layouts_name_the_parameters(kw, match):
+    with pytest.raises(ValueError, match=match):
+        estimate("korthikanti-175b", Layout(**kw), "A100")
+
+
+def test_gpu_count_expert_count_and_batch_errors():
+    with pytest.raises(ValueError, match="= 64 must equal num_gpus=72"):
+        estimate("korthikanti-175b", _gpt_layout(), "A100", num_gpus=64 + 8)
+    with pytest.raises(ValueError, match="global_batch must be set"):
+        estimate("korthikanti-175b", Layout(tp=8), "A100")
+    with pytest.raises(ValueError, match="ep=3 must divide experts"):
+        estimate("deepseek-v3", Layout(tp=1, dp=6, ep=3, global_batch=6), "H100")
+    with pytest.raises(TypeError, match="layout must be a Layout"):
+        estimate("gpt3-175b", {"tp": 8}, "H100")
+
+
+def test_uneven_stages_only_when_asked():
+    lay = Layout(tp=8, pp=4, dp=1, global_batch=64)  # 105 layers over 4 stages
+    with pytest.raises(ValueError, match="must divide layers"):
+        estimate("turing-530b", lay, "A100")
+    e = estimate("turing-530b", lay, "A100", uneven_stages=True)
+    assert e.step_time_s > 0
+
+
+def test_infeasible_layout_says_why():
+    e = estimate("gpt3-175b", Layout(tp=8, pp=1, dp=1, global_batch=8), "H100")
+    assert not e.fits and "does not fit" in e.reason and "optimizer" in e.reason
+
+
+def test_seed_moe_layout_on_nvl72():
+    # seed 003: TP4 / PP8 / EP128 / VPP2 / CP2 on "8192 B200 in 128 NVL72"
+    assert 128 * 72 == 9216 != 8192  # 128 racks of 72 GPUs are 9216 GPUs, not 8192
+    lay = Layout(tp=4, pp=8, cp=2, dp=128, ep=128, vpp=2, global_batch=1024,
+                 sequence_parallel=True, recompute="selective", distributed_optimizer=True)
+    e = estimate("seed-1.7t-moe", lay, "B200", num_gpus=8192, system="GB200 NVL72")
+    assert e.fits and e.ep_comm_s > 0 and e.cp_comm_s > 0
+    assert sum(e.breakdown().values()) == pytest.approx(e.step_time_s)
