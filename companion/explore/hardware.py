@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import altair as alt
 import pandas as pd
 
 import numpy as np
 
-from .. import checks, hardware, roofline, units
+from .. import checks, claims, hardware, roofline, units
 from ..catalogue.hardware import MEGATRON_1T_FLOPS
 
 #: The registry's GPUs, oldest first, and the short label each gets on a chart axis.
@@ -257,118 +256,36 @@ def mfu_denominators(run=MEGATRON_1T):
 
 
 # --- the seeds' claims against the registry ---------------------------------------------------
+# The checks live in companion.claims (one per claim id); this chapter shows the hardware ones.
 
-CLAIMS_PATH = Path(hardware.DATA_DIR).parent / "claims.yaml"
-
-#: B100 is not in the registry (no NVIDIA document was found); its dense FP8 peak comes from a
-#: third-party table cited in data/claims.yaml: hmc-tech (unofficial spec database), "NVIDIA
-#: B200 vs NVIDIA B100" (B100 700 W: 3.5 PFLOP/s dense FP8),
-#: https://hmc-tech.com/gpus/nvidia-b200-vs-nvidia-b100
-B100_FP8_DENSE_FLOPS_THIRD_PARTY = 3.5e15
-
-#: Relative tolerance within which a seed's figure agrees with the registry (datasheets round
-#: to 2-3 digits).
-CLAIM_TOLERANCE = 0.03
-
-
-def _near(a, b):
-    return abs(a - b) <= CLAIM_TOLERANCE * abs(b)
-
-
-def _pf(x):
-    return f"{units.to_pflops(x):.4g} PF"
-
-
-def _checks():
-    """claim id -> list of (what the seed says, what the registry says, agrees?)."""
-    b200, gb200, h100, b300 = (hardware.gpu(n) for n in ("B200", "GB200", "H100", "B300"))
-    nvl72, dgx_b200 = hardware.system("GB200 NVL72"), hardware.system("DGX B200")
-    nvlink5, hbi = hardware.link("NVLink 5"), hardware.link("NV-HBI")
-    gb = units.to_gib  # vendors' "GB" of HBM is GiB (see companion.hardware)
-    b200_fp8_ratio = b200.peak_flops("fp8") / B100_FP8_DENSE_FLOPS_THIRD_PARTY
-    b_series = [hardware.gpu(n) for n in GPU_NAMES if n.lstrip("G").startswith("B")]
-    per_superchip = nvl72.gpu_count // nvl72.cpu_count  # a GB200 is 1 Grace + 2 GPUs
-    return {
-        "b200-headline-20pf-fp4-192gb": [
-            ("20 PF FP4 per DGX B200 GPU", f"{_pf(b200.peak_flops('fp4', True))} sparse, "
-             f"{_pf(b200.peak_flops('fp4'))} dense; GB200's sparse FP4 is "
-             f"{_pf(gb200.peak_flops('fp4', True))}",
-             _near(20e15, b200.peak_flops("fp4", True))),
-            ("192 GB HBM3e", f"{gb(b200.hbm_bytes):.0f} GB per GPU (HGX/DGX B200)",
-             _near(192, gb(b200.hbm_bytes))),
-            ("1.8 TB/s NVLink 5", f"{b200.scaleup_bidirectional_Bps / units.TB:.2g} TB/s "
-             "bidirectional", _near(1.8e12, b200.scaleup_bidirectional_Bps))],
-        "b200-bf16-5pf-training": [
-            ("5 PF BF16 per B200", f"{_pf(b200.peak_flops('bf16'))} dense; GB200's sparse BF16 is "
-             f"{_pf(gb200.peak_flops('bf16', True))}", _near(5e15, b200.peak_flops("bf16")))],
-        "blackwell-package-with-switch": [
-            ("a switch inside the GPU package", f"dies joined by {hbi.name.split(' (')[0]} "
-             f"({hbi.category}); switches are separate: {dgx_b200.scaleup_switch}",
-             hbi.category == "nvswitch")],
-        "nvl72-is-36-gpus": [
-            ("36 GPUs in NVL72", f"{nvl72.gpu_count} GPUs, {nvl72.cpu_count} Grace CPUs",
-             nvl72.gpu_count == 36),
-            ("36 GPUs = 9 GB200", f"9 GB200 x {per_superchip} GPUs = {9 * per_superchip}",
-             9 * per_superchip == 36)],
-        "b100-is-hopper-table": [
-            ("B100 is Hopper", f"every B-series GPU here is {b200.arch.split(' (')[0]}; "
-             f"{h100.arch} is H100 and H200", any(g.arch.startswith("Hopper") for g in b_series)),
-            ("B100: 3.35 TB/s HBM", f"no Blackwell GPU has it; H100 SXM has "
-             f"{h100.hbm_Bps / units.TB:.3g} TB/s",
-             any(_near(3.35e12, g.hbm_Bps) for g in b_series)),
-            ("B100: NVLink 5 at 900 GB/s", f"NVLink 5 is {nvlink5.bidirectional_Bps / units.TB:.2g}"
-             f" TB/s bidirectional per GPU", _near(900e9, nvlink5.bidirectional_Bps))],
-        "b200-fp8-training-2x-b100": [
-            ("B200 FP8 = 2x B100", f"{_pf(b200.peak_flops('fp8'))} / "
-             f"{_pf(B100_FP8_DENSE_FLOPS_THIRD_PARTY)} (B100, third-party) "
-             f"= {b200_fp8_ratio:.2f}x", _near(2.0, b200_fp8_ratio))],
-        "blackwell-ultra-is-b200": [
-            ("Blackwell Ultra = B200", f"Blackwell Ultra is {b300.name.split(' (')[0]}; "
-             f"B200 is {b200.arch.split(' (')[0]}", b200.arch.startswith("Blackwell Ultra"))],
-        "b200-fp4-10pf-h100-fp8-1p98pf": [
-            ("B200 10 PF dense FP4",
-             f"{_pf(b200.peak_flops('fp4'))}; GB200's is {_pf(gb200.peak_flops('fp4'))}",
-             _near(10e15, b200.peak_flops("fp4"))),
-            ("H100 1.98 PF dense FP8", _pf(h100.peak_flops("fp8")),
-             _near(1.98e15, h100.peak_flops("fp8"))),
-            ("H100 990 TF FP16", f"{units.to_tflops(h100.peak_flops('fp16')):.4g} TF dense",
-             _near(990e12, h100.peak_flops("fp16")))],
-        "nvl72-over-500pf-fp4": [
-            ("72 GPUs + 36 Grace", f"{nvl72.gpu_count} GPUs, {nvl72.cpu_count} CPUs",
-             (nvl72.gpu_count, nvl72.cpu_count) == (72, 36)),
-            ("> 500 PF FP4", f"{_pf(nvl72.peak_flops('fp4'))} dense, "
-             f"{_pf(nvl72.peak_flops('fp4', True))} sparse", nvl72.peak_flops("fp4") > 500e15)],
-    }
+CLAIMS_PATH = claims.CLAIMS_PATH
+B100_FP8_DENSE_FLOPS_THIRD_PARTY = claims.B100_FP8_DENSE_FLOPS_THIRD_PARTY
+CLAIM_TOLERANCE = claims.TOLERANCE
 
 
 def verdict(agreements):
     """correct if every checked figure agrees, wrong if none does, partly-correct otherwise."""
-    agreements = list(agreements)
-    if all(agreements):
-        return "correct"
-    return "wrong" if not any(agreements) else "partly-correct"
+    return claims.verdict_of(claims.Finding("", "", bool(ok)) for ok in agreements)
 
 
 def seed_claims(chapter="hardware"):
     """The chapter's claims from ``data/claims.yaml`` with the registry's figures and verdicts.
 
     Columns: quote (Chinese), translation, what the seed says and what the registry says
-    (one line per checked figure), the verdict computed here and the catalogue's verdict.
+    (one line per checked figure), the verdict computed by :func:`companion.claims.evaluate`
+    and the catalogue's verdict.
     """
-    import yaml
-
-    with open(CLAIMS_PATH, encoding="utf-8") as f:
-        claims = [c for c in yaml.safe_load(f) if c["chapter"] == chapter]
-    table = _checks()
     rows = []
-    for c in claims:
-        if c["id"] not in table:
-            raise ValueError(f"claim {c['id']!r} has no registry check in {__name__}")
-        items = table[c["id"]]
+    for c in claims.load():
+        if c["chapter"] != chapter:
+            continue
+        if c["id"] not in claims.checkable():
+            raise ValueError(f"claim {c['id']!r} has no numeric check in companion.claims")
+        check = claims.evaluate(c["id"])
         rows.append({
             "id": c["id"], "quote_zh": c["quote_zh"], "quote_en": c["quote_en"],
-            "seed_says": "; ".join(s for s, _, _ in items),
-            "registry_says": "; ".join(r for _, r, _ in items),
-            "verdict": verdict(ok for _, _, ok in items),
+            "seed_says": "; ".join(f.said for f in check.findings),
+            "registry_says": "; ".join(f.found for f in check.findings),
+            "verdict": check.verdict,
             "catalogue_verdict": c["expected_verdict"], "why": c["why"]})
     return pd.DataFrame(rows)
