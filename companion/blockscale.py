@@ -159,7 +159,10 @@ def _deepseek(xb, ops, axes, rounding, seed, want_clipped):
     a = ops.abs(xb)
     amax = ops.amax(a, axes)
     s = ops.div(amax, 448.0)
-    s = ops.where(amax > 0, s, 1.0)  # the released kernel divides by zero here; we do not
+    # The released kernel divides by zero on an all-zero tile, and amax / 448 also underflows to
+    # zero when amax is a float32 subnormal: either way 0/0 would be NaN. Such a tile keeps
+    # scale 1, so its values flush to zero like any value below E4M3's smallest subnormal.
+    s = ops.where(s > 0, s, 1.0)
     a /= s
     q, clipped = _f._quantize_core(xb, "e4m3", ops, rounding, "saturate", seed, want_clipped,
                                    magnitude=a)

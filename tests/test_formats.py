@@ -418,3 +418,15 @@ def test_cuda_matches_cpu():
         assert gpu.is_cuda and torch.equal(gpu.cpu(), cpu)
     v = torch.from_numpy(random_values("e4m3", 100_000)).cuda()
     assert same(F.quantize(v, "e4m3").cpu().numpy(), v.cpu().to(torch.float8_e4m3fn).float())
+
+
+def test_deepseek_tile_with_subnormal_amax_flushes_instead_of_nan():
+    # amax / 448 underflows to 0 for a float32 subnormal amax (3e-45 < 448 * 2**-149): the
+    # tile must come back finite (values this small flush to zero in E4M3), never NaN.
+    tile = np.zeros((1, 128), dtype=np.float32)
+    tile[0, 0] = 3e-45
+    deq, scales = F.block_quantize(tile, "deepseek_fp8")
+    assert np.all(np.isfinite(deq)) and np.all(deq == 0) and np.all(np.isfinite(scales))
+    t = torch.from_numpy(tile)
+    deq_t, _ = F.block_quantize(t, "deepseek_fp8")
+    assert not torch.isnan(deq_t).any()
