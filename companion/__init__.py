@@ -9,8 +9,10 @@ from importlib import import_module
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "units", "hardware", "formats", "roofline", "memory", "comm", "parallel", "power",
-    "reliability", "stack", "claims", "exercises", "explore", "bench", "checks",
+    "units", "hardware", "formats", "blockscale", "formats_torch", "experiment", "speedup",
+    "roofline", "memory", "model", "comm", "fabric", "parallel", "search", "steptime",
+    "calibration", "power", "reliability", "stack", "claims", "exercises", "explore", "bench",
+    "checks",
 )
 __all__ = ["__version__", *_SUBMODULES]
 

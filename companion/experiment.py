@@ -1,7 +1,7 @@
 """A training experiment that runs on a CPU: a small decoder-only transformer per GEMM recipe.
 
 The question: does a low-precision recipe (FP8 with delayed, current or block scaling, MXFP8,
-MXFP4, NVFP4; :data:`companion.formats_torch.RECIPES`) change which learning rates train a
+MXFP4, NVFP4; ``companion.formats_torch.RECIPES``) change which learning rates train a
 transformer, and how well? The model is a GPT-style decoder (pre-LayerNorm blocks, causal
 self-attention, GELU MLP, learned positions). Its four linear layers per block (QKV, attention
 output, MLP up, MLP down) are :class:`companion.formats_torch.QLinear` layers in the chosen

@@ -103,6 +103,7 @@ def write_record(kind: str, results: list[dict], meta: dict, directory: Path | s
             f.write(body + "\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a record is meant to be read by anyone
         os.link(tmp, path)  # fails if the name exists: records are never replaced
     finally:
         os.unlink(tmp)

@@ -1,0 +1,337 @@
+"""Tables, charts and explorers of the chapter "FP8 and FP4 for real".
+
+The numbers come from :mod:`companion.formats` (exact formats and block scaling),
+:mod:`companion.speedup` (Amdahl with quantization kernels), :mod:`companion.experiment` (the
+training sweep), :mod:`companion.hardware` (peaks) and recorded benches; this module arranges
+them into frames and charts.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import altair as alt
+import ml_dtypes
+import numpy as np
+import pandas as pd
+
+from .. import checks, formats, hardware, speedup, units
+from .core import Choice, Slider
+
+# ----------------------------------------------------------------------------- the formats
+#: 16-bit formats that FP8 replaces, for comparison (values from ml_dtypes / numpy finfo).
+_WIDE = {"fp16": np.finfo(np.float16), "bf16": ml_dtypes.finfo(ml_dtypes.bfloat16)}
+
+
+def e2m1_table() -> pd.DataFrame:
+    """Every 4-bit code of E2M1 (the FP4 element of MXFP4 and NVFP4) and its value."""
+    codes = np.arange(16, dtype=np.uint8)
+    values = formats.decode(codes, "e2m1")
+    return pd.DataFrame({
+        "code": [f"{c:04b}" for c in codes], "sign": codes >> 3, "exponent": [
+            f"{(c >> 1) & 3:02b}" for c in codes], "mantissa": codes & 1,
+        "value": values}).set_index("code")
+
+
+def format_table(names=("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")) -> pd.DataFrame:
+    """Range and precision of scalar formats next to FP16 and BF16 (dynamic range in binades
+    = log2(max / smallest subnormal); epsilon = spacing just above 1)."""
+    rows = []
+    for name in names:
+        i = formats.info(name)
+        rows.append({"format": name, "bits": i.bits, "max": i.max, "min normal": i.min_normal,
+                     "min subnormal": i.min_subnormal, "epsilon": i.epsilon,
+                     "binades": math.log2(i.max / i.min_subnormal),
+                     "inf": i.has_inf, "NaN": i.has_nan})
+    for name, fi in _WIDE.items():
+        mx, sub = float(fi.max), float(fi.smallest_subnormal)
+        rows.append({"format": name, "bits": fi.bits, "max": mx,
+                     "min normal": float(fi.smallest_normal), "min subnormal": sub,
+                     "epsilon": float(fi.eps), "binades": math.log2(mx / sub),
+                     "inf": True, "NaN": True})
+    return pd.DataFrame(rows).set_index("format")
+
+
+def error_by_magnitude(fmts=("e4m3", "e5m2"), lo_log2: int = -20, hi_log2: int = 18,
+                       per_binade: int = 64) -> pd.DataFrame:
+    """Median relative error of rounding values of each magnitude (one row per binade and
+    format), unscaled and saturating: where each format loses precision or range."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for e in range(lo_log2, hi_log2):
+        x = (2.0 ** (e + rng.random(per_binade))).astype(np.float32)
+        for f in fmts:
+            q = formats.quantize(x, f)
+            rows.append({"format": f, "magnitude": 2.0 ** (e + 0.5),
+                         "relative error": float(np.median(np.abs(q - x) / x))})
+    return pd.DataFrame(rows)
+
+
+def error_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Relative error against magnitude, log-log, one line per format."""
+    return alt.Chart(frame).mark_line(point=True).encode(
+        x=alt.X("magnitude:Q", scale=alt.Scale(type="log", base=2), title="|x|",
+                axis=alt.Axis(format=".0e")),
+        y=alt.Y("relative error:Q", scale=alt.Scale(type="log", domainMin=1e-3),
+                title="median relative error"),
+        color="format:N", tooltip=["format", "magnitude", "relative error"],
+    ).properties(width=480, height=260,
+                 title="Rounding x to FP8 with no scale: precision vs range")
+
+
+def cast_pitfalls() -> pd.DataFrame:
+    """What torch, ml_dtypes and companion.formats do with out-of-range values and inf."""
+    import torch
+    x = np.array([300.0, 448.0, 464.0, 1000.0, np.inf], dtype=np.float32)
+    rows = {"input": x,
+            "torch .to(float8_e4m3fn)": torch.from_numpy(x).to(torch.float8_e4m3fn).float(),
+            "ml_dtypes astype(float8_e4m3fn)": x.astype(ml_dtypes.float8_e4m3fn).astype(
+                np.float32),
+            'formats.quantize(overflow="saturate")': formats.quantize(x, "e4m3"),
+            'formats.quantize(overflow="nan")': formats.quantize(x, "e4m3", overflow="nan"),
+            "torch .to(float8_e5m2)": torch.from_numpy(x).to(torch.float8_e5m2).float()}
+    return pd.DataFrame({k: np.asarray(v) for k, v in rows.items()}).set_index("input")
+
+
+# ----------------------------------------------------------------------------- block scaling
+#: Block schemes of companion.formats, plus E2M1 with a single per-tensor scale (no blocks).
+OUTLIER_SCHEMES = ("fp8_e4m3_tensor", "deepseek_fp8", "mxfp8_e4m3", "fp4_e2m1_tensor", "mxfp4",
+                   "nvfp4")
+DISTRIBUTIONS = ("normal", "laplace", "student-t (3)")
+ROWS, COLS, OUTLIER_CHANNEL = 64, 512, 7
+
+
+def outlier_activation(distribution: str = "normal", outlier_log10: float = 0.0, seed: int = 0):
+    """The explorer's test activation: ROWS x COLS values of ``distribution`` (unit variance)
+    with channel OUTLIER_CHANNEL multiplied by ``10**outlier_log10`` (float32)."""
+    checks.choice("distribution", distribution, DISTRIBUTIONS)
+    rng = np.random.default_rng(seed)
+    shape = (ROWS, COLS)
+    if distribution == "normal":
+        x = rng.standard_normal(shape)
+    elif distribution == "laplace":
+        x = rng.laplace(size=shape) / math.sqrt(2)
+    else:
+        x = rng.standard_t(3, size=shape) / math.sqrt(3)
+    # an outlier channel, as in LLM activations: one hidden dimension that is large in every
+    # token (Dettmers et al. 2022, LLM.int8())
+    x[:, OUTLIER_CHANNEL] *= 10.0 ** outlier_log10
+    return x.astype(np.float32)
+
+
+def _quantize(x, scheme):
+    if scheme == "fp4_e2m1_tensor":
+        return formats.tensor_quantize(x, "e2m1")[0], x.size
+    deq, _ = formats.block_quantize(x, scheme)
+    br, bc = formats.block_shape(scheme)
+    return deq, (br * bc if bc else x.size)
+
+
+def outlier_sqnr(distribution: str = "normal", outlier_log10: float = 2.0) -> pd.DataFrame:
+    """SQNR of the ordinary values under each block-scaling scheme, for a 64 x 512 activation
+    whose channel 7 is ``10**outlier_log10`` times larger than the rest; blocks run along the
+    512 channels. The outlier channel itself is left out of the SQNR: it dominates the signal
+    power and is always well represented; the question is what happens to its neighbours."""
+    x = outlier_activation(distribution, outlier_log10)
+    ordinary = np.ones(COLS, dtype=bool)
+    ordinary[OUTLIER_CHANNEL] = False
+    rows = []
+    for scheme in OUTLIER_SCHEMES:
+        deq, per_scale = _quantize(x, scheme)
+        rows.append({"scheme": scheme, "values per scale": per_scale,
+                     "SQNR (dB)": formats.sqnr_db(x[:, ordinary], deq[:, ordinary]),
+                     "flushed to zero": formats.fraction_flushed(x[:, ordinary],
+                                                                 deq[:, ordinary]),
+                     "element": "FP4 (E2M1)" if "fp4" in scheme else "FP8 (E4M3)"})
+    return pd.DataFrame(rows)
+
+
+def outlier_controls():
+    """The distribution of the ordinary values and the size of the outlier channel."""
+    return [Choice("distribution", DISTRIBUTIONS, "normal", label="distribution"),
+            Slider("outlier_log10", 0.0, 4.0, 0.5, 2.0, label="outlier channel: log10(x std)")]
+
+
+OUTLIER_CHART = dict(x="values per scale:Q", y="SQNR (dB):Q", color="scheme:N", mark="point",
+                     x_scale="log", title="Quantization SNR vs block size, one outlier channel",
+                     tooltip=["scheme", "values per scale", "SQNR (dB)", "flushed to zero"])
+
+
+# ----------------------------------------------------------------------------- speed
+LADDER_GPUS = ("H100", "B200", "GB300")
+LADDER_PRECISIONS = ("tf32", "bf16", "fp8", "fp6", "fp4")
+
+
+def ladder(gpus=LADDER_GPUS, precisions=LADDER_PRECISIONS) -> pd.DataFrame:
+    """Dense and sparse peak TFLOP/s by precision from the registry, with the ratio to BF16."""
+    rows = []
+    for name in gpus:
+        g = hardware.gpu(name)
+        for p in precisions:
+            if p not in g.precisions():
+                continue
+            sparse = (g.peak_flops(p, sparse=True) if p in g.sparse_precisions() else np.nan)
+            rows.append({"GPU": g.name, "precision": p,
+                         "dense TFLOP/s": g.peak_flops(p) / units.TERA,
+                         "sparse TFLOP/s": sparse / units.TERA,
+                         "x BF16 (dense)": g.peak_flops(p) / g.peak_flops("bf16")})
+    return pd.DataFrame(rows).set_index(["GPU", "precision"])
+
+
+#: (GPU, scheme) pairs the Amdahl explorer draws: each GPU with the formats it runs natively.
+AMDAHL_CONFIGS = (("H100", "fp8_tensor"), ("H100", "fp8_block"), ("B200", "mxfp8"),
+                  ("B200", "nvfp4"), ("GB300", "nvfp4"))
+AMDAHL_TOKENS = 4096  # one 4096-token sequence per micro-batch
+
+
+@functools.cache
+def _gpu(name):
+    # the registry resolves names through pandas; the static explorer asks thousands of times
+    return hardware.gpu(name)
+
+
+def amdahl(log2_hidden: int = 13, relative_efficiency: float = 1.0,
+           fused: str = "no") -> pd.DataFrame:
+    """Step speedup over BF16 against the GEMM share of the BF16 step, per GPU and scheme,
+    from :func:`companion.speedup.step_speedup` (MLP up-projection as the GEMM shape)."""
+    checks.choice("fused", fused, ("no", "yes"))
+    hidden = 2 ** int(log2_hidden)
+    rows = []
+    for gpu, scheme in AMDAHL_CONFIGS:
+        label = f"{gpu} {scheme}"
+        for f in np.linspace(0, 1, 21):
+            rows.append({"config": label, "GEMM share of BF16 step": float(f),
+                         "step speedup": speedup.step_speedup(
+                             float(f), AMDAHL_TOKENS, hidden, _gpu(gpu), scheme,
+                             relative_efficiency, fused == "yes")})
+    return pd.DataFrame(rows)
+
+
+def amdahl_controls():
+    """Hidden size, relative GEMM efficiency and fusion of the quantization kernels."""
+    return [Slider("log2_hidden", 10, 14, 1, 13, label="log2(hidden)"),
+            Slider("relative_efficiency", 0.5, 1.0, 0.1, 1.0,
+                   label="low-precision GEMM efficiency vs BF16"),
+            Choice("fused", ("no", "yes"), "no", label="quantization fused")]
+
+
+AMDAHL_CHART = dict(x="GEMM share of BF16 step:Q", y="step speedup:Q", color="config:N",
+                    mark="line", title="End-to-end speedup over BF16 (Amdahl + quantization)",
+                    tooltip=["config", "GEMM share of BF16 step", "step speedup"])
+
+
+# ----------------------------------------------------------------------------- the sweep
+def sweep_frame(rec: dict) -> pd.DataFrame:
+    """One row per run of a recorded learning-rate sweep."""
+    rows = [{"recipe": r["recipe"], "lr": r["lr"], "seed": r["seed"],
+             "final loss": r["final_loss"], "diverged": r["diverged"],
+             "learned": r["learned"]} for r in rec["results"]]
+    return pd.DataFrame(rows)
+
+
+def sweep_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Final loss by recipe (rows) and learning rate (columns), mean over seeds."""
+    return frame.pivot_table(index="recipe", columns="lr", values="final loss",
+                             aggfunc="mean", sort=False)
+
+
+def sweep_chart(frame: pd.DataFrame, entropies: dict) -> alt.Chart:
+    """Final held-out loss against peak learning rate, one line per recipe, with the
+    language's entropies (``{"label": nats}``) as horizontal rules."""
+    lines = alt.Chart(frame).mark_line(point=True).encode(
+        x=alt.X("lr:Q", scale=alt.Scale(type="log"), title="peak learning rate"),
+        y=alt.Y("final loss:Q", title="held-out loss (nats/token)"),
+        color=alt.Color("recipe:N", sort=list(dict.fromkeys(frame["recipe"]))),
+        tooltip=["recipe", "lr", "final loss", "learned"])
+    rules = pd.DataFrame({"reference": list(entropies), "nats": list(entropies.values())})
+    rule = alt.Chart(rules).mark_rule(strokeDash=[4, 4], color="gray").encode(
+        y="nats:Q", tooltip=["reference", "nats"])
+    text = alt.Chart(rules).mark_text(align="left", dx=4, dy=-6, color="gray").encode(
+        y="nats:Q", x=alt.value(0), text="reference:N")
+    return (rule + text + lines).properties(
+        width=520, height=320, title="Final loss vs learning rate, per recipe (recorded sweep)")
+
+
+def loss_curves(rec: dict, lr: float, every: int = 4) -> pd.DataFrame:
+    """Training-loss curves of every recipe at one learning rate of a recorded sweep."""
+    rows = []
+    for r in rec["results"]:
+        if not math.isclose(r["lr"], lr, rel_tol=1e-9):
+            continue
+        for step in range(0, len(r["loss"]), every):
+            v = r["loss"][step]
+            if v is not None:
+                rows.append({"recipe": r["recipe"], "step": step, "training loss": v})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- measurements
+_PRECISION_OF_BENCH = {"tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8",
+                       "fp4": "fp4"}
+
+
+def gemm_records_table(records) -> pd.DataFrame:
+    """Best measured TFLOP/s of each recorded GEMM (dtype, shape) against the registry's dense
+    peak for that device and precision (NaN where the device is not in the registry, e.g. a
+    CPU)."""
+    rows = []
+    for rec in records:
+        device = rec.get("meta", {}).get("device", "?")
+        try:
+            g = hardware.gpu(device)
+        except (ValueError, TypeError):
+            g = None
+        for r in rec.get("results", []):
+            if r.get("status") != "ok":
+                continue
+            p = _PRECISION_OF_BENCH.get(r["dtype"])
+            peak = g.peak_flops(p) if g is not None and p in g.precisions() else np.nan
+            rows.append({"record": rec.get("path", ""), "device": device, "dtype": r["dtype"],
+                         "shape": f"{r['m']}x{r['n']}x{r['k']}",
+                         "best TFLOP/s": r["best_flops"] / units.TERA,
+                         "peak TFLOP/s": peak / units.TERA,
+                         "fraction of peak": r["best_flops"] / peak})
+    return pd.DataFrame(rows, columns=["record", "device", "dtype", "shape", "best TFLOP/s",
+                                       "peak TFLOP/s", "fraction of peak"])
+
+
+#: Published measurements, not ours: Stas Bekman, Machine Learning Engineering, "Maximum
+#: Achievable Matmul FLOPS comparison table" (mamf-finder.py: best shape of a search, mean of
+#: 100 timed iterations after 50 warm-up), dense BF16 and FP8 (float8_e4m3fn) matmuls,
+#: https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md
+PUBLISHED_MAMF_TFLOPS = {("H100", "bf16"): 794.5, ("H100", "fp8"): 1402.6,
+                         ("B200", "bf16"): 1745.0, ("B200", "fp8"): 3432.5}
+
+
+def published_mamf() -> pd.DataFrame:
+    """The published maximum achievable matmul TFLOP/s against the registry's dense peaks."""
+    rows = []
+    for (name, p), tflops in PUBLISHED_MAMF_TFLOPS.items():
+        peak = hardware.gpu(name).peak_flops(p) / units.TERA
+        rows.append({"GPU": hardware.gpu(name).name, "precision": p,
+                     "measured TFLOP/s (published)": tflops, "peak TFLOP/s": peak,
+                     "fraction of peak": tflops / peak})
+    return pd.DataFrame(rows).set_index(["GPU", "precision"])
+
+
+def replay_frame(live: dict, rec: dict, lr: float) -> pd.DataFrame:
+    """Training-loss curves of runs just made (``{recipe: run dict}``) next to the same
+    recipes' recorded curves at learning rate ``lr``, over the steps the live runs made."""
+    rows = []
+    recorded = {r["recipe"]: r for r in rec["results"] if math.isclose(r["lr"], lr)}
+    for recipe, run in live.items():
+        for source, losses in (("this run", run["loss"]),
+                               ("recorded", recorded[recipe]["loss"][:len(run["loss"])])):
+            rows += [{"recipe": recipe, "source": source, "step": i, "training loss": v}
+                     for i, v in enumerate(losses)]
+    return pd.DataFrame(rows)
+
+
+def curve_chart(frame: pd.DataFrame, title: str) -> alt.Chart:
+    """Loss curves, one colour per recipe and one dash per source."""
+    enc = {"x": "step:Q", "y": alt.Y("training loss:Q", scale=alt.Scale(zero=False)),
+           "color": "recipe:N"}
+    if "source" in frame:
+        enc["strokeDash"] = "source:N"
+    return alt.Chart(frame).mark_line().encode(**enc).properties(width=520, height=280,
+                                                                 title=title)

@@ -1,0 +1,113 @@
+"""The low-precision chapter's exercises, speedup model and explorer frames, against sources.
+
+Sources: OCP 8-bit Floating Point Specification (OFP8) rev 1.0 (E4M3: max 448, smallest
+subnormal 2^-9); OCP Microscaling Formats (MX) Specification v1.0 (E2M1 values; the shared scale
+2^(floor(log2 amax) - emax_elem), emax_elem = 2 for E2M1); NVIDIA TransformerEngine NVFP4 docs
+(E2M1 with one E4M3 scale per 16 values); NVIDIA H100 datasheet (1,979 / 989.4 TFLOPS FP8 /
+BF16 dense, 3.35 TB/s); Amdahl 1967 (speedup = 1 / ((1 - f) + f / s)).
+"""
+import math
+
+import numpy as np
+import pytest
+
+from companion import speedup
+from companion.exercises import check, exercises, get
+
+pytest.importorskip("torch")
+
+
+def test_every_exercise_has_an_answer_it_accepts():
+    ids = [e.id for e in exercises("low_precision")]
+    assert len(ids) >= 5 and all(i.startswith("lp-") for i in ids)
+    for i in ids:
+        a = get(i).answer()
+        assert math.isfinite(a)
+        assert check(i, a)
+
+
+SOURCED = [
+    # OCP MX v1.0 Table: E2M1 values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}; +0 = -0
+    ("lp-e2m1-values", 15),
+    # OFP8: E4M3 max 448, smallest subnormal 2^-9
+    ("lp-e4m3-binades", math.log2(448 / 2 ** -9)),
+    # OCP MX v1.0 section 6.3: 2^(floor(log2 20) - 2) = 2^(4 - 2)
+    ("lp-mxfp4-scale", 4.0),
+    # TransformerEngine NVFP4: 4-bit elements + an 8-bit scale per 16
+    ("lp-nvfp4-bits", 4.5),
+    # Amdahl with s = 1979 / 989.4 (H100 datasheet, dense)
+    ("lp-amdahl-h100", 1 / (0.3 + 0.7 / (1978.9 / 989.4))),
+    # OFP8 / PyTorch float8_e4m3fn casts saturate to the max finite value, 448
+    ("lp-torch-saturates", 448.0),
+]
+
+
+@pytest.mark.parametrize("exercise_id,expected", SOURCED)
+def test_answers_match_sources(exercise_id, expected):
+    assert math.isclose(get(exercise_id).answer(), expected, rel_tol=1e-3)
+
+
+def test_wrong_answers_are_rejected():
+    assert not check("lp-e2m1-values", 16)
+    assert not check("lp-amdahl-h100", 2.0)
+
+
+def test_amdahl():
+    # Amdahl 1967: f = 0 gives 1, f = 1 gives s, and overhead adds to the denominator
+    assert speedup.amdahl_speedup(0.0, 10) == 1.0
+    assert speedup.amdahl_speedup(1.0, 4) == 4.0
+    assert math.isclose(speedup.amdahl_speedup(0.5, 2, 0.25), 1 / (0.5 + 0.25 + 0.25))
+    with pytest.raises(ValueError, match="gemm_fraction"):
+        speedup.amdahl_speedup(1.5, 2)
+    with pytest.raises(ValueError, match="gemm_speedup"):
+        speedup.amdahl_speedup(0.5, 0)
+
+
+def test_linear_layer_step_on_h100():
+    # H100 SXM datasheet: 989.4 TFLOP/s BF16 and 1978.9 FP8 dense, 3.35 TB/s HBM3
+    m = k = 4096
+    n = 4 * k
+    step = speedup.linear_layer_step(m, k, n, "H100", "fp8_tensor")
+    flops = 3 * 2 * m * n * k
+    assert math.isclose(step.gemm_bf16_s, flops / 989.4e12, rel_tol=1e-3)
+    assert math.isclose(step.gemm_speedup, 1978.9 / 989.4, rel_tol=1e-3)
+    # each of x, w, g: 2 bytes read, 2 x 1 byte written, 2 bytes read again for the amax
+    quant_bytes = (m * k + k * n + m * n) * (2 + 2 + 2)
+    assert math.isclose(step.quantize_s, quant_bytes / 3.35e12, rel_tol=1e-2)
+    assert step.speedup < step.gemm_speedup
+    fused = speedup.linear_layer_step(m, k, n, "H100", "fp8_tensor", fused=True)
+    assert fused.quantize_s == 0 and math.isclose(fused.speedup, fused.gemm_speedup)
+    with pytest.raises(ValueError, match="fp4"):
+        speedup.linear_layer_step(m, k, n, "H100", "nvfp4")  # Hopper has no FP4 peak
+    with pytest.raises(ValueError, match="scheme"):
+        speedup.linear_layer_step(m, k, n, "H100", "fp8")
+
+
+def test_step_speedup_is_amdahl_of_the_layer():
+    s = speedup.step_speedup(0.6, 4096, 8192, "B200", "nvfp4")
+    layer = speedup.linear_layer_step(4096, 8192, 4 * 8192, "B200", "nvfp4")
+    assert math.isclose(s, speedup.amdahl_speedup(0.6, layer.gemm_speedup,
+                                                  0.6 * layer.overhead_ratio))
+    assert 1 < s < 1 / 0.4  # bounded by Amdahl's limit 1 / (1 - f)
+
+
+def test_explorer_frames():
+    from companion.explore import low_precision as lp
+    t = lp.e2m1_table()
+    # OCP MX v1.0: the positive E2M1 values
+    assert sorted(set(t["value"].abs())) == [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+    ft = lp.format_table()
+    assert ft.loc["e4m3", "max"] == 448 and ft.loc["e5m2", "max"] == 57344  # OFP8
+    assert ft.loc["fp16", "max"] == 65504  # IEEE 754 binary16
+    o = lp.outlier_sqnr("normal", 3.0)
+    by = o.set_index("scheme")["SQNR (dB)"]
+    # one scale for the tensor: the ordinary FP4 values all flush to zero next to the outlier
+    assert by["fp4_e2m1_tensor"] < 1 and by["nvfp4"] > 10 and by["mxfp8_e4m3"] > 25
+    a = lp.amdahl(13, 1.0, "no")
+    assert set(a["config"]) == {f"{g} {s}" for g, s in lp.AMDAHL_CONFIGS}
+    assert (a[a["GEMM share of BF16 step"] == 0]["step speedup"] == 1).all()
+    with pytest.raises(ValueError, match="distribution"):
+        lp.outlier_sqnr("cauchy", 1.0)
+    pitfalls = lp.cast_pitfalls()
+    assert pitfalls.loc[1000.0, "torch .to(float8_e4m3fn)"] == 448
+    assert np.isnan(pitfalls.loc[1000.0, "ml_dtypes astype(float8_e4m3fn)"])
