@@ -104,8 +104,10 @@ def evaluate_grid(fn: Callable[..., pd.DataFrame], controls: Sequence[Control]) 
 def _draw(data: pd.DataFrame, x: str, y: str, color: str | None, mark: str,
           title: str | None, width: int, height: int, tooltip: Sequence[str] | None,
           x_scale: str, y_scale: str) -> alt.Chart:
-    enc = {"x": alt.X(x, scale=alt.Scale(type=x_scale)),
-           "y": alt.Y(y, scale=alt.Scale(type=y_scale))}
+    # A scale is named only when asked for: a linear scale forced on a nominal axis (bars)
+    # makes vega-lite fall back to a band scale with a console warning.
+    enc = {"x": alt.X(x, scale=alt.Scale(type=x_scale)) if x_scale != "linear" else alt.X(x),
+           "y": alt.Y(y, scale=alt.Scale(type=y_scale)) if y_scale != "linear" else alt.Y(y)}
     if color:
         enc["color"] = color
     if tooltip:
@@ -131,7 +133,8 @@ def static(fn: Callable[..., pd.DataFrame], controls: Sequence[Control], *, x: s
            x_scale: str = "linear", y_scale: str = "linear") -> alt.Chart:
     """A chart whose sliders/menus work in a static page (no kernel needed).
 
-    ``x``, ``y``, ``color`` and ``tooltip`` use altair's shorthand (``"size_bytes:Q"``).
+    ``x``, ``y``, ``color`` and ``tooltip`` use altair's shorthand (``"size_bytes:Q"``);
+    ``color`` may also be an ``alt.Color`` (to fix a colour domain across frames).
     """
     checks.choice("mark", mark, ["line", "point", "bar", "area"])
     controls = _check_controls(controls)
