@@ -17,7 +17,9 @@ the first stage (Section 4.2.3).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from companion import checks
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, check_layout
@@ -45,6 +47,22 @@ class StateBytes:
         return self.weights + self.grads + self.optimizer
 
 
+def state_bytes_arrays(precision: str = "bf16", dp=1, stage=0, grad_bytes: float | None = None,
+                       fp8_params: bool = False):
+    """Weights, gradients and optimizer bytes per parameter (three float64 arrays) for arrays
+    of ``dp`` and sharding ``stage`` (0 none, 1 optimizer state, 2 and gradients, 3 and
+    weights; Megatron's distributed optimizer is stage 1). The one implementation of
+    :func:`model_state_bytes_per_param`."""
+    w, g, o = _STATE[checks.choice("precision", precision, PRECISIONS)]
+    if grad_bytes is not None:
+        g = checks.number("grad_bytes", grad_bytes, positive=True)
+    if fp8_params:
+        w = 1
+    dp, stage = np.asarray(dp, dtype=np.int64), np.asarray(stage, dtype=np.int64)
+    return (np.where(stage >= 3, w / dp, float(w)), np.where(stage >= 2, g / dp, float(g)),
+            np.where(stage >= 1, o / dp, float(o)))
+
+
 def model_state_bytes_per_param(precision: str = "bf16", dp: int = 1, zero_stage: int = 0,
                                 distributed_optimizer: bool = False,
                                 grad_bytes: float | None = None,
@@ -52,16 +70,11 @@ def model_state_bytes_per_param(precision: str = "bf16", dp: int = 1, zero_stage
     """Per-GPU bytes per parameter. Megatron BF16 + Adam: 18 without the distributed
     optimizer, 6 + 12/dp with it. ``grad_bytes=2`` gives the ZeRO paper's 16-byte recipe
     (2 + 2 + 12), sharded as stage 1: 4 + 12/dp, stage 2: 2 + 14/dp, stage 3: 16/dp."""
-    w, g, o = _STATE[checks.choice("precision", precision, PRECISIONS)]
     dp = checks.number("dp", dp, integer=True, positive=True)
     checks.number("zero_stage", zero_stage, integer=True, minimum=0, maximum=3)
-    if grad_bytes is not None:
-        g = checks.number("grad_bytes", grad_bytes, positive=True)
-    if fp8_params:
-        w = 1
     stage = max(zero_stage, 1 if distributed_optimizer else 0)
-    return StateBytes(w / dp if stage >= 3 else w, g / dp if stage >= 2 else g,
-                      o / dp if stage >= 1 else o)
+    return StateBytes(*(float(x) for x in state_bytes_arrays(precision, dp, stage, grad_bytes,
+                                                             fp8_params)))
 
 
 def megatron_bytes_per_param(dp: int = 1, distributed_optimizer: bool = False) -> float:
@@ -95,20 +108,35 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
     checks.divides("cp", cp, "seq_len", s)
     f = 4 * h if ffn_hidden is None else checks.number("ffn_hidden", ffn_hidden, integer=True,
                                                         positive=True)
-    g = 1.0
     if kv_heads is not None:
         checks.number("kv_heads", kv_heads, integer=True, positive=True)
         checks.divides("kv_heads", kv_heads, "heads", a)
-        g = kv_heads / a
-    s_local = s // cp
-    sbh = s_local * b * h
-    if recompute == "full":
-        return 2.0 * sbh / (t if sequence_parallel else 1)
+    return float(activations_per_layer_arrays(
+        s, b, h, a, t, sequence_parallel, RECOMPUTE.index(recompute), f, kv_heads, ffn_type,
+        flash_attention, cp))
+
+
+def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: int, tp=1,
+                                 sequence_parallel=False, recompute=0,
+                                 ffn_hidden: int | None = None, kv_heads: int | None = None,
+                                 ffn_type: str = "gelu", flash_attention: bool = False, cp=1):
+    """:func:`activations_per_layer_bytes` for arrays of layouts (float64 array): the model's
+    shapes are numbers; ``microbatch``, ``tp``, ``sequence_parallel``, ``recompute`` (codes:
+    0 none, 1 selective, 2 full, the order of ``companion.model.RECOMPUTE``) and ``cp``
+    are arrays, broadcast together. The one implementation of the formulas."""
+    b, t, cp = (np.asarray(x, dtype=np.int64) for x in (microbatch, tp, cp))
+    sp, rc = np.asarray(sequence_parallel, dtype=bool), np.asarray(recompute)
+    if np.any(heads % t) or np.any(seq_len % cp):
+        raise ValueError(f"tp must divide heads={heads} and cp seq_len={seq_len}")
+    f = 4 * hidden if ffn_hidden is None else ffn_hidden
+    g = 1.0 if kv_heads is None else kv_heads / heads
+    sbh = seq_len // cp * b * hidden
     replicated = 10.0
-    split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / h
-    scores = 0.0 if (recompute == "selective" or flash_attention) else 5.0 * a * s / h
-    per = replicated / t if sequence_parallel else replicated
-    return sbh * (per + split / t + scores / t)
+    split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / hidden
+    scores = np.where((rc == 1) | flash_attention, 0.0, 5.0 * heads * seq_len / hidden)
+    per = np.where(sp, replicated / t, replicated)
+    kept = sbh * (per + split / t + scores / t)
+    return np.where(rc == 2, 2.0 * sbh / np.where(sp, t, 1), kept)
 
 
 def pipeline_inflight_microbatches(pp: int, vpp: int = 1,
@@ -121,12 +149,16 @@ def pipeline_inflight_microbatches(pp: int, vpp: int = 1,
     """
     pp = checks.number("pp", pp, integer=True, positive=True)
     vpp = checks.number("vpp", vpp, integer=True, positive=True)
-    if vpp > 1:
-        return pp * (1 + (pp - 1) / (pp * vpp))
-    if num_microbatches is None:
-        return float(pp)
-    return float(min(pp, checks.number("num_microbatches", num_microbatches, integer=True,
-                                       positive=True)))
+    if num_microbatches is not None:
+        checks.number("num_microbatches", num_microbatches, integer=True, positive=True)
+    return float(pipeline_inflight_arrays(pp, vpp, num_microbatches))
+
+
+def pipeline_inflight_arrays(pp, vpp=1, num_microbatches=None):
+    """:func:`pipeline_inflight_microbatches` for arrays (float64): its one implementation."""
+    pp, vpp = np.asarray(pp, dtype=np.int64), np.asarray(vpp, dtype=np.int64)
+    plain = pp if num_microbatches is None else np.minimum(pp, num_microbatches)
+    return np.where(vpp > 1, pp * (1 + (pp - 1) / (pp * vpp)), plain.astype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -146,13 +178,35 @@ def params_per_gpu(model: Transformer, layout: Layout) -> ParamSplit:
     (and the output layer when untied and pp == 1), split by TP; routed experts split by
     EP x TP (Megatron's expert tensor parallel size defaults to TP)."""
     check_layout(model, layout)
-    experts = model.routed_expert_params
+    dense, expert = params_per_gpu_arrays(model, layout.tp, layout.pp, layout.ep)
+    return ParamSplit(float(dense), float(expert))
+
+
+def _layer_counts(model: Transformer, layers):
+    """(layer_params, routed_expert_params, moe_layers) of ``model`` with ``layers`` layers
+    (an array: uneven pipelines are priced as a model padded to pp x the fullest stage).
+    All three are affine in the layer count, so two models give every count exactly."""
+    base = (model.layer_params, model.routed_expert_params, model.moe_layers)
+    if layers is None:
+        return base
+    more = replace(model, layers=model.layers + 1)
+    step = (more.layer_params, more.routed_expert_params, more.moe_layers)
+    extra = np.asarray(layers, dtype=np.int64) - model.layers
+    return tuple(b + extra * (n - b) for b, n in zip(base, step))
+
+
+def params_per_gpu_arrays(model: Transformer, tp, pp, ep=1, layers=None):
+    """Dense and routed-expert parameters on a first-stage GPU (two float64 arrays) for arrays
+    of ``tp``, ``pp``, ``ep`` and optionally ``layers`` (padded layer counts): the one
+    implementation of :func:`params_per_gpu`."""
+    tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
+    layer_params, experts, _ = _layer_counts(model, layers)
     embed = model.vocab * model.hidden + (model.seq_len * model.hidden
                                           if model.learned_positions else 0)
-    if not model.tied_embeddings and layout.pp == 1:
-        embed += model.vocab * model.hidden
-    dense = ((model.layer_params - experts) / layout.pp + embed) / layout.tp
-    return ParamSplit(dense, experts / layout.pp / (layout.ep * layout.tp))
+    if not model.tied_embeddings:  # the output layer sits on the first stage only if pp == 1
+        embed = np.where(pp == 1, embed + model.vocab * model.hidden, embed)
+    dense = ((layer_params - experts) / pp + embed) / tp
+    return dense, experts / pp / (ep * tp)
 
 
 @dataclass(frozen=True)
@@ -191,39 +245,19 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
         capacity_bytes = resolve_gpu(gpu).hbm_bytes
     if capacity_bytes is not None:
         checks.number("capacity_bytes", capacity_bytes, positive=True)
-    split = params_per_gpu(model, layout)
-    kw = dict(precision=layout.precision, zero_stage=layout.zero_stage,
-              distributed_optimizer=layout.distributed_optimizer, grad_bytes=grad_bytes,
-              fp8_params=fp8_params)
-    dense = model_state_bytes_per_param(dp=layout.optimizer_shards, **kw)
-    expert = model_state_bytes_per_param(dp=layout.expert_optimizer_shards, **kw)
-    weights = split.dense * dense.weights + split.expert * expert.weights
-    grads = split.dense * dense.grads + split.expert * expert.grads
-    optimizer = split.dense * dense.optimizer + split.expert * expert.optimizer
-
+    if num_microbatches is not None:
+        checks.number("num_microbatches", num_microbatches, integer=True, positive=True)
     m = num_microbatches if num_microbatches is not None else layout.num_microbatches
-    inflight = pipeline_inflight_microbatches(layout.pp, layout.vpp, m)
-    t, s_local, b, h = layout.tp, model.seq_len // layout.cp, layout.microbatch, model.hidden
-    common = dict(seq_len=model.seq_len, microbatch=b, hidden=h, heads=model.heads, tp=t,
-                  sequence_parallel=layout.sequence_parallel, kv_heads=model.kv_heads,
-                  ffn_type=model.ffn_type, flash_attention=flash_attention, cp=layout.cp)
-    moe_ffn = (model.top_k + model.shared_experts) * model.expert_ffn
-
-    def per_layer(recompute, ffn):
-        return activations_per_layer_bytes(recompute=recompute, ffn_hidden=ffn, **common)
-
-    moe_share = model.moe_layers / model.layers
-    layer = ((1 - moe_share) * per_layer(layout.recompute, model.ffn_hidden)
-             + moe_share * per_layer(layout.recompute, moe_ffn))
-    acts = layer * model.layers / layout.pp * inflight
-    sp = t if layout.sequence_parallel else 1
-    acts += s_local * b * h * inflight / sp  # embedding dropout mask, 1 byte
-    if layout.pp == 1:  # final norm and output-layer inputs, FP32 logits (vocab split by TP)
-        acts += 4 * s_local * b * h / sp + 4 * s_local * b * model.vocab / t
-    if layout.recompute == "full":
-        acts += max(per_layer("none", model.ffn_hidden), per_layer("none", moe_ffn))
-
-    total = weights + grads + optimizer + acts + reserve_bytes
+    r = training_memory_arrays(
+        model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
+        vpp=layout.vpp, microbatch=layout.microbatch, num_microbatches=m,
+        sequence_parallel=layout.sequence_parallel,
+        recompute=RECOMPUTE.index(layout.recompute),
+        stage=max(layout.zero_stage, 1 if layout.distributed_optimizer else 0),
+        precision=layout.precision, flash_attention=flash_attention, fp8_params=fp8_params,
+        grad_bytes=grad_bytes, reserve_bytes=reserve_bytes)
+    weights, grads, optimizer, acts, total = (float(r[k]) for k in (
+        "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"))
     if capacity_bytes is None:
         fits, reason = True, "no GPU or capacity given: fit not checked"
     elif total <= capacity_bytes:
@@ -237,6 +271,60 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
                                f"{parts[big] / 1e9:.1f} GB)")
     return TrainingMemory(weights, grads, optimizer, acts, float(reserve_bytes), total,
                           capacity_bytes, fits, reason)
+
+
+def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, microbatch,
+                           num_microbatches, sequence_parallel, recompute, stage,
+                           precision: str = "bf16", flash_attention: bool = False,
+                           fp8_params: bool = False, grad_bytes: float | None = None,
+                           reserve_bytes: float = 0.0, layers=None) -> dict:
+    """:func:`training_memory` for arrays of layouts, broadcast together; its one
+    implementation. ``recompute`` holds codes (0 none, 1 selective, 2 full), ``stage`` the
+    sharding stage (0-3; Megatron's distributed optimizer is 1), ``num_microbatches`` may be
+    None (1F1B then holds pp microbatches), ``layers`` pads the model (uneven pipelines are
+    priced on the fullest stage: pp x its layers). Returns float64 arrays ``weights_bytes``,
+    ``grads_bytes``, ``optimizer_bytes``, ``activations_bytes``, ``total_bytes`` and the
+    parameter split ``dense_params`` and ``expert_params``. Layouts are not checked here:
+    :func:`companion.model.check_layout` does that for one layout, the search's enumeration
+    for many."""
+    tp, pp, dp, cp, ep, b = (np.asarray(x, dtype=np.int64)
+                             for x in (tp, pp, dp, cp, ep, microbatch))
+    rc = np.asarray(recompute)
+    dense_p, expert_p = params_per_gpu_arrays(model, tp, pp, ep, layers)
+    dense = state_bytes_arrays(precision, dp * cp, stage, grad_bytes, fp8_params)
+    expert = state_bytes_arrays(precision, dp * cp // ep, stage, grad_bytes, fp8_params)
+    weights, grads, optimizer = (dense_p * d + expert_p * e for d, e in zip(dense, expert))
+
+    inflight = pipeline_inflight_arrays(pp, vpp, num_microbatches)
+    _, _, moe_layers = _layer_counts(model, layers)
+    n_layers = model.layers if layers is None else np.asarray(layers, dtype=np.int64)
+    s_local, h = model.seq_len // cp, model.hidden
+    moe_ffn = (model.top_k + model.shared_experts) * model.expert_ffn
+
+    def per_layer(code, ffn):
+        return activations_per_layer_arrays(model.seq_len, b, h, model.heads, tp,
+                                            sequence_parallel, code, ffn, model.kv_heads,
+                                            model.ffn_type, flash_attention, cp)
+
+    layer = per_layer(rc, model.ffn_hidden)
+    if model.moe_layers:  # a dense model's share of MoE layers is exactly 0 (skip the work)
+        moe_share = moe_layers / n_layers
+        layer = (1 - moe_share) * layer + moe_share * per_layer(rc, moe_ffn)
+    acts = layer * n_layers / pp * inflight
+    sp = np.where(sequence_parallel, tp, 1)
+    acts = acts + s_local * b * h * inflight / sp  # embedding dropout mask, 1 byte
+    # pp == 1: final norm and output-layer inputs, FP32 logits (vocab split by TP)
+    acts = np.where(pp == 1, acts + (4 * s_local * b * h / sp + 4 * s_local * b * model.vocab
+                                     / tp), acts)
+    # full recomputation rebuilds one layer's activations during its backward pass
+    rebuilt = per_layer(0, model.ffn_hidden)
+    if moe_ffn != model.ffn_hidden:
+        rebuilt = np.maximum(rebuilt, per_layer(0, moe_ffn))
+    acts = np.where(rc == 2, acts + rebuilt, acts)
+    return {"weights_bytes": weights, "grads_bytes": grads, "optimizer_bytes": optimizer,
+            "activations_bytes": acts,
+            "total_bytes": weights + grads + optimizer + acts + reserve_bytes,
+            "dense_params": dense_p, "expert_params": expert_p}
 
 
 # -- inference ------------------------------------------------------------------------------
@@ -306,4 +394,6 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
 __all__ = ["StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_param",
            "activations_per_layer_bytes", "pipeline_inflight_microbatches", "ParamSplit",
            "params_per_gpu", "TrainingMemory", "training_memory", "kv_heads_per_gpu",
-           "kv_cache_bytes", "DecodeEstimate", "decode_step"]
+           "kv_cache_bytes", "DecodeEstimate", "decode_step", "state_bytes_arrays",
+           "activations_per_layer_arrays", "pipeline_inflight_arrays", "params_per_gpu_arrays",
+           "training_memory_arrays"]

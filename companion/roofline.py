@@ -21,7 +21,6 @@ The ``gpu`` argument is a name resolved by :func:`companion.hardware.gpu`, or an
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,16 +71,37 @@ class Cost:
         return self.flops / self.bytes_moved
 
 
+def _positive_ints(param, x):
+    """``x`` as a float64 array of positive integers (exact below 2**53), or a ValueError."""
+    a = np.asarray(x, dtype=np.float64)
+    ok = (a > 0) & (a == np.floor(a)) & np.isfinite(a)
+    if not ok.all():
+        raise ValueError(f"{param} must hold positive integers; got {a[~ok][:3].tolist()}")
+    return a
+
+
+def gemm_arrays(m, n, k, dtype: str = "bf16", out_dtype: str | None = None, batch=1):
+    """FLOPs and bytes of :func:`gemm` for arrays of shapes (broadcast together): the one
+    implementation of the formulas, which :func:`gemm` calls with single values."""
+    m, n, k, batch = (_positive_ints(p, v) for p, v in (("m", m), ("n", n), ("k", k),
+                                                         ("batch", batch)))
+    a = dtype_bytes(dtype)
+    c = a if out_dtype is None else dtype_bytes(out_dtype)
+    return 2.0 * batch * m * n * k, batch * ((m * k + k * n) * a + m * n * c)
+
+
 def gemm(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None,
          batch: int = 1) -> Cost:
     """C[m,n] = A[m,k] B[k,n], ``batch`` times: 2mnk FLOPs (one multiply and one add per
     multiply-accumulate); bytes = A and B read once in ``dtype`` plus C written once in
     ``out_dtype`` (default ``dtype``)."""
     m, n, k, batch = (_pos(p, v) for p, v in (("m", m), ("n", n), ("k", k), ("batch", batch)))
-    a = dtype_bytes(dtype)
-    c = a if out_dtype is None else dtype_bytes(out_dtype)
-    return Cost(f"gemm {m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""),
-                2.0 * batch * m * n * k, batch * ((m * k + k * n) * a + m * n * c))
+    flops, moved = gemm_arrays(m, n, k, dtype, out_dtype, batch)
+    return Cost(_gemm_name(m, n, k, batch), float(flops), float(moved))
+
+
+def _gemm_name(m, n, k, batch):
+    return f"gemm {m}x{n}x{k}" + (f" x{batch}" if batch > 1 else "")
 
 
 def batched_gemm(batch: int, m: int, n: int, k: int, dtype: str = "bf16",
@@ -179,20 +199,38 @@ class Timing:
     fraction_of_peak: float  # achieved / peak: the kernel's MFU ceiling
 
 
+def roofline_time_arrays(flops, bytes_moved, gpu, precision: str = "bf16", efficiency=1.0,
+                         overhead_s: float = 0.0):
+    """Compute time, memory time and time (seconds, arrays) of kernels with ``flops`` and
+    ``bytes_moved`` (arrays, broadcast with ``efficiency``): the one implementation of
+    :func:`roofline_time`'s formulas."""
+    g = resolve_gpu(gpu)
+    eff = np.asarray(efficiency, dtype=np.float64)
+    ok = (eff > 0) & (eff <= 1)
+    if not ok.all():
+        raise ValueError(f"efficiency must be in (0, 1]; got {eff[~ok][:3].tolist()}")
+    checks.number("overhead_s", overhead_s, nonnegative=True)
+    compute_s = np.asarray(flops, dtype=np.float64) / (g.peak_flops(precision) * eff)
+    memory_s = np.asarray(bytes_moved, dtype=np.float64) / g.hbm_Bps
+    return compute_s, memory_s, np.maximum(compute_s, memory_s) + overhead_s
+
+
+def _timing(name, flops, moved, compute_s, memory_s, time_s, peak) -> Timing:
+    return Timing(name, flops, moved, compute_s, memory_s, time_s,
+                  "compute" if compute_s >= memory_s else "memory", flops / time_s,
+                  flops / time_s / peak)
+
+
 def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 1.0,
                   overhead_s: float = 0.0) -> Timing:
     """Time of ``cost`` on ``gpu``: max(FLOPs / (peak x efficiency), bytes / bandwidth) +
     ``overhead_s`` (launch latency, not modelled by default)."""
     g = resolve_gpu(gpu)
     checks.number("efficiency", efficiency, positive=True, maximum=1)
-    checks.number("overhead_s", overhead_s, nonnegative=True)
-    peak = g.peak_flops(precision)
-    compute_s = cost.flops / (peak * efficiency)
-    memory_s = cost.bytes_moved / g.hbm_Bps
-    t = max(compute_s, memory_s) + overhead_s
-    return Timing(cost.name, cost.flops, cost.bytes_moved, compute_s, memory_s, t,
-                  "compute" if compute_s >= memory_s else "memory", cost.flops / t,
-                  cost.flops / t / peak)
+    compute_s, memory_s, t = (float(x) for x in roofline_time_arrays(
+        cost.flops, cost.bytes_moved, g, precision, efficiency, overhead_s))
+    return _timing(cost.name, cost.flops, cost.bytes_moved, compute_s, memory_s, t,
+                   g.peak_flops(precision))
 
 
 @dataclass(frozen=True)
@@ -209,6 +247,37 @@ class GemmEfficiency:
     efficiency: float  # product of the two
 
 
+def _tile(tile):
+    if not (isinstance(tile, tuple) and len(tile) == 2):
+        raise TypeError(f"tile must be a (rows, cols) tuple; got {tile!r}")
+    return _pos("tile[0]", tile[0]), _pos("tile[1]", tile[1])
+
+
+def _sm_count(g):
+    if g.sm_count is None:  # e.g. a product whose SM count is not published
+        raise ValueError(f"{getattr(g, 'name', 'this GPU')} has no SM count in the registry; "
+                         "wave quantization needs one (pass a spec with sm_count)")
+    return _pos("sm_count", g.sm_count)
+
+
+def gemm_efficiency_arrays(m, n, gpu, tile: tuple[int, int] = (128, 128),
+                           batch=1) -> GemmEfficiency:
+    """:func:`gemm_efficiency` for arrays of output shapes (broadcast together): a
+    :class:`GemmEfficiency` whose fields are float64 arrays. The one implementation of the
+    tile and wave arithmetic; :func:`gemm_efficiency` calls it with single values."""
+    g = resolve_gpu(gpu)
+    m, n, batch = _positive_ints("m", m), _positive_ints("n", n), _positive_ints("batch", batch)
+    tm, tn = _tile(tile)
+    sms = _sm_count(g)
+    tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
+    tiles = tiles_m * tiles_n * batch
+    waves = np.ceil(tiles / sms)
+    tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn)
+    wave_eff = tiles / (waves * sms)
+    return GemmEfficiency(tiles_m, tiles_n, tiles, sms, waves, tile_eff, wave_eff,
+                          tile_eff * wave_eff)
+
+
 def gemm_efficiency(m: int, n: int, gpu, tile: tuple[int, int] = (128, 128),
                     batch: int = 1) -> GemmEfficiency:
     """Fraction of the compute peak left after tile and wave quantization (see module doc).
@@ -218,20 +287,14 @@ def gemm_efficiency(m: int, n: int, gpu, tile: tuple[int, int] = (128, 128),
     """
     g = resolve_gpu(gpu)
     m, n, batch = _pos("m", m), _pos("n", n), _pos("batch", batch)
-    if not (isinstance(tile, tuple) and len(tile) == 2):
-        raise TypeError(f"tile must be a (rows, cols) tuple; got {tile!r}")
-    tm, tn = _pos("tile[0]", tile[0]), _pos("tile[1]", tile[1])
-    if g.sm_count is None:  # e.g. a product whose SM count is not published
-        raise ValueError(f"{getattr(g, 'name', 'this GPU')} has no SM count in the registry; "
-                         "wave quantization needs one (pass a spec with sm_count)")
-    sms = _pos("sm_count", g.sm_count)
-    tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
-    tiles = tiles_m * tiles_n * batch
-    waves = math.ceil(tiles / sms)
-    tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn)
-    wave_eff = tiles / (waves * sms)
-    return GemmEfficiency(tiles_m, tiles_n, tiles, sms, waves, tile_eff, wave_eff,
-                          tile_eff * wave_eff)
+    return _one(gemm_efficiency_arrays(m, n, g, tile, batch))
+
+
+def _one(q: GemmEfficiency) -> GemmEfficiency:
+    """The single GEMM of a length-one :func:`gemm_efficiency_arrays` result, as numbers."""
+    return GemmEfficiency(int(q.tiles_m), int(q.tiles_n), int(q.tiles), q.sm_count,
+                          int(q.waves), float(q.tile_efficiency), float(q.wave_efficiency),
+                          float(q.efficiency))
 
 
 @dataclass(frozen=True)
@@ -252,15 +315,45 @@ class GemmEstimate:
         return self.timing.fraction_of_peak
 
 
+@dataclass(frozen=True)
+class GemmTimes:
+    """:func:`gemm_time_arrays`' result: one entry per GEMM in each float64 array."""
+
+    flops: np.ndarray
+    bytes_moved: np.ndarray
+    quantization: GemmEfficiency  # fields are arrays
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    time_s: np.ndarray
+
+
+def gemm_time_arrays(m, n, k, gpu, dtype: str = "bf16", precision: str | None = None,
+                     tile: tuple[int, int] = (128, 128), batch=1,
+                     overhead_s: float = 0.0) -> GemmTimes:
+    """:func:`gemm_time` for arrays of shapes (broadcast together), in one pass of numpy:
+    :func:`gemm_arrays`, :func:`gemm_efficiency_arrays` and :func:`roofline_time_arrays`.
+    :func:`gemm_time` calls it with single values, so the two always agree."""
+    g = resolve_gpu(gpu)
+    flops, moved = gemm_arrays(m, n, k, dtype, batch=batch)
+    q = gemm_efficiency_arrays(m, n, g, tile, batch)
+    compute_s, memory_s, t = roofline_time_arrays(flops, moved, g, _precision(dtype, precision),
+                                                  q.efficiency, overhead_s)
+    return GemmTimes(flops, moved, q, compute_s, memory_s, t)
+
+
 def gemm_time(m: int, n: int, k: int, gpu, dtype: str = "bf16", precision: str | None = None,
               tile: tuple[int, int] = (128, 128), batch: int = 1,
               overhead_s: float = 0.0) -> GemmEstimate:
     """Predicted time of an m x n x k GEMM: the roofline with the compute roof lowered by
     :func:`gemm_efficiency`. ``precision`` (default: from ``dtype``) picks the peak."""
     g = resolve_gpu(gpu)
-    cost = gemm(m, n, k, dtype, batch=batch)
-    q = gemm_efficiency(m, n, g, tile, batch)
-    timing = roofline_time(cost, g, _precision(dtype, precision), q.efficiency, overhead_s)
+    m, n, k, batch = (_pos(p, v) for p, v in (("m", m), ("n", n), ("k", k), ("batch", batch)))
+    r = gemm_time_arrays(m, n, k, g, dtype, precision, tile, batch, overhead_s)
+    cost = Cost(_gemm_name(m, n, k, batch), float(r.flops), float(r.bytes_moved))
+    q = _one(r.quantization)
+    timing = _timing(cost.name, cost.flops, cost.bytes_moved, float(r.compute_s),
+                     float(r.memory_s), float(r.time_s),
+                     g.peak_flops(_precision(dtype, precision)))
     return GemmEstimate(m, n, k, getattr(g, "name", str(gpu)), cost, q, timing)
 
 
@@ -279,4 +372,5 @@ def seed_ffn_gemm(gpu, dtype: str = "bf16", **kwargs) -> GemmEstimate:
 __all__ = ["DTYPE_BYTES", "SEED_FFN_SHAPE", "Cost", "Timing", "GemmEfficiency", "GemmEstimate",
            "dtype_bytes", "resolve_gpu", "gemm", "batched_gemm", "attention", "elementwise",
            "layernorm", "softmax", "ridge_point", "attainable_flops", "roofline_time",
-           "gemm_efficiency", "gemm_time", "seed_ffn_gemm"]
+           "gemm_efficiency", "gemm_time", "seed_ffn_gemm", "gemm_arrays",
+           "roofline_time_arrays", "gemm_efficiency_arrays", "GemmTimes", "gemm_time_arrays"]

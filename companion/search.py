@@ -9,9 +9,15 @@ microbatches); prices them all with :func:`companion.steptime.step_arrays`, the 
 :func:`companion.parallel.estimate` runs for one layout; and returns a DataFrame sorted by step
 time, with the breakdown, memory and MFU of each. Layouts that do not fit in memory are
 dropped, or kept with ``fits=False`` when ``include_infeasible=True``.
+
+No Python loop runs per layout: the candidates are a numpy grid (:func:`grid`) whose axes are
+the parallel splits and the training knobs, built one broadcast per parallel dimension, and
+the model is evaluated on that grid by broadcasting, so each quantity is computed once per
+combination of what it depends on. ``benchmarks/search.py`` times it on Calculon's case.
 """
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
@@ -32,64 +38,144 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+def _cross(rows: dict, name: str, choices, keep) -> dict:
+    """Every row crossed with every choice of ``name`` (rows outer, choices inner: the order
+    of nested loops), keeping the pairs where ``keep`` holds; ``keep`` gets the columns as a
+    rows x choices broadcast (rows as (n, 1) arrays, the choices as a (1, c) array)."""
+    c = np.asarray(choices, dtype=np.int64)
+    pairs = {k: v[:, None] for k, v in rows.items()}
+    pairs[name] = c[None, :]
+    mask = np.broadcast_to(keep(pairs), (len(next(iter(rows.values()))), len(c)))
+    r, j = np.nonzero(mask)
+    out = {k: v[r] for k, v in rows.items()}
+    out[name] = c[j]
+    return out
+
+
 def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, uneven,
-                exact_batch):
-    """(tp, pp, cp, dp, ep, vpp, mb, m, stage_layers) rows Megatron can run."""
-    rows = []
-    for tp in _divisors(num_gpus):
-        if tp > max_tp or any(x % tp for x in (model.heads, model.kv_heads_used,
-                                                model.ffn_hidden)):
-            continue
-        for pp in _divisors(num_gpus // tp):
-            if pp > model.layers or (not uneven and model.layers % pp):
-                continue
-            for cp in _divisors(num_gpus // (tp * pp)):
-                if cp > max_cp or model.seq_len % cp:
-                    continue
-                dp = num_gpus // (tp * pp * cp)
-                per_dp = global_batch // dp if not exact_batch or global_batch % dp == 0 else 0
-                eps = ([e for e in _divisors(model.experts) if (dp * cp) % e == 0]
-                       if model.is_moe else [1])
-                vpps = [1] if pp == 1 else [v for v in VPP_CHOICES
-                                            if uneven or model.layers % (pp * v) == 0]
-                for v in vpps:
-                    lst = stage_layers(model.layers, pp, v, uneven)
-                    if v > lst or lst * (pp - 1) >= model.layers + (0 if uneven else lst):
-                        continue
-                    for mb in _divisors(per_dp) if per_dp else []:
-                        if mb <= max_microbatch:
-                            rows += [(tp, pp, cp, dp, e, v, mb, per_dp // mb, lst) for e in eps]
-    return np.array(rows, dtype=np.int64).reshape(-1, 9)
+                exact_batch, vpp):
+    """Columns tp, pp, cp, dp, vpp, mb, m, stage_layers, ep of the splits Megatron can run."""
+    L, divs = model.layers, _divisors(num_gpus)
+    tp = np.array([t for t in divs if t <= max_tp and not any(
+        x % t for x in (model.heads, model.kv_heads_used, model.ffn_hidden))], dtype=np.int64)
+    X = {"tp": tp}
+    X = _cross(X, "pp", divs, lambda g: (num_gpus // g["tp"] % g["pp"] == 0) & (g["pp"] <= L)
+               & (uneven | (L % g["pp"] == 0)))
+    X = _cross(X, "cp", divs, lambda g: (num_gpus // (g["tp"] * g["pp"]) % g["cp"] == 0)
+               & (g["cp"] <= max_cp) & (model.seq_len % g["cp"] == 0))
+    X["dp"] = num_gpus // (X["tp"] * X["pp"] * X["cp"])
+    per_dp = global_batch // X["dp"]
+    if exact_batch:
+        per_dp = np.where(global_batch % X["dp"] == 0, per_dp, 0)
+    # pp == 1 runs without interleaving; otherwise each virtual stage needs whole layers
+    vpps = sorted(set(range(1, L + 1) if vpp == "all" else vpp) | {1})
+    allowed = np.isin(vpps, range(1, L + 1) if vpp == "all" else vpp)
+
+    def stage_ok(g):
+        v, p = g["vpp"], g["pp"]
+        lst = stage_layers(L, p, v, uneven)
+        ok = np.where(p == 1, v == 1, allowed[None, :] & (uneven | (L % (p * v) == 0)))
+        return ok & (v <= lst) & (lst * (p - 1) < L + np.where(uneven, 0, lst))
+
+    X["per_dp"] = per_dp
+    X = _cross(X, "vpp", vpps, stage_ok)
+    X["stage_layers"] = stage_layers(L, X["pp"], X["vpp"], uneven)
+    cap = max_microbatch or int(X["per_dp"].max(initial=0))
+    mbs = sorted({d for b in np.unique(X["per_dp"]) if b > 0 for d in _divisors(int(b))
+                  if d <= cap})
+    X = _cross(X, "mb", mbs, lambda g: (g["per_dp"] > 0) & (g["per_dp"] % g["mb"] == 0))
+    X["m"] = X.pop("per_dp") // X["mb"]
+    eps = _divisors(model.experts) if model.is_moe else [1]
+    return _cross(X, "ep", eps, lambda g: (g["dp"] * g["cp"]) % g["ep"] == 0)
+
+
+def grid(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
+         max_cp: int | None = None, max_microbatch: int | None = 8, recompute=RECOMPUTE,
+         sequence_parallel=(False, True), zero=(0, 1), uneven_stages: bool = False,
+         exact_batch: bool = True, grad_bytes: int = 2, vpp=VPP_CHOICES):
+    """The candidate layouts as a broadcast grid: (arrays, valid).
+
+    The grid's four axes are the parallel splits (tp, pp, cp, dp, ep, vpp, microbatch),
+    ``sequence_parallel``, ``recompute`` and ``zero``; ``arrays`` maps the keys
+    :func:`companion.steptime.step_arrays` takes to int64 arrays that vary along one axis
+    only (shape (splits, 1, 1, 1), (1, n, 1, 1), ...), so numpy computes each quantity at
+    the size of what it depends on: GEMM times once per split, activations once per split,
+    sequence parallel choice and recomputation mode, optimizer state once per split and
+    sharding. ``valid`` (the grid's shape) marks the combinations Megatron can run.
+    Arguments as in :func:`candidates`, which flattens the grid.
+    """
+    _check_choices(recompute, sequence_parallel, zero, vpp)
+    S = _structures(model, num_gpus, global_batch, max_tp or num_gpus, max_cp or num_gpus,
+                    max_microbatch, uneven_stages, exact_batch, vpp)
+    X = {name: S[name].reshape(-1, 1, 1, 1) for name in (
+        "tp", "pp", "cp", "dp", "ep", "vpp", "mb", "m", "stage_layers")}
+    X["sp"] = np.array([int(v) for v in sequence_parallel], dtype=np.int64).reshape(1, -1, 1, 1)
+    X["rc"] = np.array([RECOMPUTE.index(r) for r in recompute],
+                       dtype=np.int64).reshape(1, 1, -1, 1)
+    X["zero"] = np.array(zero, dtype=np.int64).reshape(1, 1, 1, -1)
+    X["grad_bytes"] = np.full((1, 1, 1, 1), grad_bytes, dtype=np.int64)
+    shape = (len(X["tp"]), X["sp"].size, X["rc"].size, X["zero"].size)
+    # sequence parallelism splits the sequence over TP ranks; sharding needs DP x CP ranks
+    valid = ((X["sp"] == 0) | ((X["tp"] > 1) & ((model.seq_len // X["cp"]) % X["tp"] == 0)))
+    valid = valid & ((X["zero"] == 0) | (X["dp"] * X["cp"] > 1))
+    return X, np.broadcast_to(valid, shape)
+
+
+class _Cells:
+    """Chosen cells of a grid (index arrays, one per axis), in a chosen order."""
+
+    def __init__(self, shape, index):
+        self.shape, self.index, self._flat = shape, index, {}
+
+    def take(self, x, out=None):
+        """The chosen entries of ``x`` (broadcastable to the grid), as a 1-D array: one gather
+        from ``x`` itself, whatever axes it varies along."""
+        x = np.asarray(x)
+        x = np.ascontiguousarray(x.reshape((1,) * (len(self.shape) - x.ndim) + x.shape))
+        flat = self._flat.get(x.shape)
+        if flat is None:
+            flat, stride = 0, 1
+            for n, idx in zip(reversed(x.shape), reversed(self.index)):
+                if n > 1:
+                    flat = flat + idx * stride
+                stride *= n
+            flat = self._flat[x.shape] = np.broadcast_to(flat, self.index[0].shape)
+        return np.take(x.reshape(-1), flat, out=out)
+
+    def __getitem__(self, order):
+        return _Cells(self.shape, tuple(i[order] for i in self.index))
 
 
 def candidates(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
-               max_cp: int | None = None, max_microbatch: int = 8,
+               max_cp: int | None = None, max_microbatch: int | None = 8,
                recompute=RECOMPUTE, sequence_parallel=(False, True), zero=(0, 1),
                uneven_stages: bool = False, exact_batch: bool = True,
-               grad_bytes: int = 2) -> dict:
+               grad_bytes: int = 2, vpp=VPP_CHOICES) -> dict:
     """Every candidate layout as a dict of int64 arrays (the keys :func:`companion.steptime.step_arrays` takes).
 
+    Enumerated with numpy, one broadcast grid per parallel dimension, in the order of nested
+    loops over tp, pp, cp, vpp, microbatch, ep, then sequence_parallel, recompute and zero.
     ``exact_batch=False`` follows Calculon: when DP does not divide ``global_batch``, each
     replica takes ``global_batch // dp`` sequences (the batch is rounded down).
+    ``max_microbatch=None`` tries every microbatch size that divides a replica's batch;
+    ``vpp`` lists the interleaving degrees to try when pp > 1, or is ``"all"`` (every degree
+    that leaves whole layers on each virtual stage, as Calculon enumerates them).
     """
-    s = _structures(model, num_gpus, global_batch, max_tp or num_gpus, max_cp or num_gpus,
-                    max_microbatch, uneven_stages, exact_batch)
-    knobs = np.array([(sp, ("none", "selective", "full").index(rc), z)
-                      for sp in sequence_parallel for rc in recompute for z in zero],
-                     dtype=np.int64).reshape(-1, 3)
-    n_s, n_k = len(s), len(knobs)
-    s, k = np.repeat(s, n_k, axis=0), np.tile(knobs, (n_s, 1))
-    X = {name: s[:, i] for i, name in enumerate(("tp", "pp", "cp", "dp", "ep", "vpp", "mb", "m",
-                                                 "stage_layers"))}
-    X.update(sp=k[:, 0], rc=k[:, 1], zero=k[:, 2])
-    keep = ((X["sp"] == 0) | ((X["tp"] > 1) & ((model.seq_len // X["cp"]) % X["tp"] == 0)))
-    keep &= (X["zero"] == 0) | (X["dp"] * X["cp"] > 1)
-    X = {key: val[keep] for key, val in X.items()}
-    X["grad_bytes"] = np.full(len(X["tp"]), grad_bytes, dtype=np.int64)
-    return X
+    X, valid = grid(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
+                    max_microbatch=max_microbatch, recompute=recompute,
+                    sequence_parallel=sequence_parallel, zero=zero,
+                    uneven_stages=uneven_stages, exact_batch=exact_batch,
+                    grad_bytes=grad_bytes, vpp=vpp)
+    cells = _Cells(valid.shape, np.nonzero(valid))
+    return {key: cells.take(val) for key, val in X.items()}
 
 
-def _check_choices(recompute, sequence_parallel, zero):
+def _check_choices(recompute, sequence_parallel, zero, vpp):
+    if not (isinstance(vpp, str) and vpp == "all"):
+        if isinstance(vpp, str) or not np.iterable(vpp) or not len(vpp):
+            raise TypeError(f"vpp must be 'all' or a sequence of interleaving degrees; got {vpp!r}")
+        for v in vpp:
+            checks.number("vpp", v, integer=True, minimum=1)
     for r in recompute:
         checks.choice("recompute", r, RECOMPUTE)
     for sp in sequence_parallel:
@@ -99,10 +185,29 @@ def _check_choices(recompute, sequence_parallel, zero):
         checks.number("zero", z, integer=True, minimum=0, maximum=3)
 
 
+def _resolve(gpu, system, software):
+    g = hardware.gpu(gpu)
+    return g, stack(software), cluster(g, system)
+
+
+_resolve_cached = functools.lru_cache(maxsize=64)(_resolve)
+
+
+def _machine(gpu, system, software):
+    """GPU spec, software stack and cluster for the names given. Resolving names reads the
+    hardware registry's tables with pandas (milliseconds), so resolved names are kept: the
+    registry does not change while a process runs."""
+    try:
+        return _resolve_cached(gpu, system, software)
+    except TypeError:  # an unhashable spec: resolve it every time
+        return _resolve(gpu, system, software)
+
+
 def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
            software="megatron-core", precision: str = "bf16", calibration: Calibration = DEFAULT,
-           max_tp: int | None = None, max_cp: int | None = None, max_microbatch: int = 8,
-           recompute=RECOMPUTE, sequence_parallel=(False, True), zero=(0, 1),
+           max_tp: int | None = None, max_cp: int | None = None,
+           max_microbatch: int | None = 8, recompute=RECOMPUTE,
+           sequence_parallel=(False, True), zero=(0, 1), vpp=VPP_CHOICES,
            uneven_stages: bool = False, exact_batch: bool = True,
            include_infeasible: bool = False, reserve_bytes: float = 0.0,
            flop_convention: str = "megatron", top: int | None = None) -> pd.DataFrame:
@@ -110,8 +215,9 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
 
     Arguments as in :func:`companion.parallel.estimate`; ``recompute``,
     ``sequence_parallel`` and ``zero`` (0 none, 1 Megatron's distributed optimizer, 2 and 3
-    ZeRO stages) list the options to try; ``max_tp``, ``max_cp`` and ``max_microbatch`` bound
-    the enumeration. The frame's ``attrs`` record how many candidates were priced
+    ZeRO stages) list the options to try, and ``vpp`` the interleaving degrees (or
+    ``"all"``); ``max_tp``, ``max_cp`` and ``max_microbatch`` bound the enumeration (None: no
+    bound). See :func:`candidates`. The frame's ``attrs`` record how many candidates were priced
     (``candidates``) and how many fit (``feasible``).
     """
     model = preset(model) if isinstance(model, str) else model
@@ -119,39 +225,47 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         raise TypeError(f"model must be a Transformer or a preset name; got {type(model).__name__}")
     checks.number("num_gpus", num_gpus, integer=True, minimum=1)
     checks.number("global_batch", global_batch, integer=True, minimum=1)
-    checks.number("max_microbatch", max_microbatch, integer=True, minimum=1)
+    for name, bound in (("max_tp", max_tp), ("max_cp", max_cp), ("max_microbatch", max_microbatch)):
+        if bound is not None:
+            checks.number(name, bound, integer=True, minimum=1)
     checks.choice("precision", precision, PRECISIONS)
-    _check_choices(recompute, sequence_parallel, zero)
-    g, st = hardware.gpu(gpu), stack(software)
-    cl = cluster(g, system)
-    X = candidates(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
-                   max_microbatch=max_microbatch, recompute=recompute,
-                   sequence_parallel=sequence_parallel, zero=zero, uneven_stages=uneven_stages,
-                   exact_batch=exact_batch, grad_bytes=st.grad_reduce_bytes)
-    n = len(X["tp"])
+    g, st, cl = _machine(gpu, system, software)
+    X, valid = grid(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
+                    max_microbatch=max_microbatch, recompute=recompute,
+                    sequence_parallel=sequence_parallel, zero=zero,
+                    uneven_stages=uneven_stages, exact_batch=exact_batch,
+                    grad_bytes=st.grad_reduce_bytes, vpp=vpp)
+    cells = _Cells(valid.shape, np.nonzero(valid))  # row-major: candidates()' order
+    n = len(cells.index[0])
     if n == 0:
         raise ValueError(f"no layout of {model.name} divides {num_gpus} GPUs and a global batch "
                          f"of {global_batch} (try exact_batch=False or uneven_stages=True)")
+    # every cell of the grid is priced at once; the invalid ones are dropped after
     mem = memory_arrays(model, g, st, X, reserve_bytes, precision)
     X.update(dense_params=mem["dense_params"], expert_params=mem["expert_params"])
     bd = step_arrays(model, g, cl, calibration, st, precision, X)
     der = derived_arrays(model, g, X, bd, mem, st, precision, flop_convention)
+    fits = cells.take(mem["fits"])
+    # order (and filter) with numpy, then build the frame once: cheaper than pandas' sort
+    step = cells.take(bd["step_time_s"])
+    if include_infeasible:
+        order = np.argsort(step, kind="stable")
+    else:  # a stable sort of the feasible rows keeps the same order among equal times
+        keep = np.flatnonzero(fits)
+        order = keep[np.argsort(step[keep], kind="stable")]
+    if top:
+        order = order[:top]
+    pick = cells[order]
     cols = {
         "tp": X["tp"], "pp": X["pp"], "dp": X["dp"], "cp": X["cp"], "ep": X["ep"],
         "vpp": X["vpp"], "microbatch": X["mb"], "num_microbatches": X["m"],
         "global_batch": der.pop("global_batch"), "sequence_parallel": X["sp"].astype(bool),
         "recompute": X["rc"], "zero": X["zero"], **bd, **der,
         "memory_gb": mem["memory_bytes"] / 1e9, "fits": mem["fits"]}
-    # order (and filter) with numpy, then build the frame once: cheaper than pandas' sort
-    order = np.argsort(bd["step_time_s"], kind="stable")
-    if not include_infeasible:
-        order = order[mem["fits"][order]]
-    if top:
-        order = order[:top]
-    frame = pd.DataFrame({k: v[order] for k, v in cols.items()})
-    frame["recompute"] = pd.Categorical.from_codes(frame["recompute"].to_numpy(),
-                                                   ["none", "selective", "full"])
-    frame.attrs.update(candidates=n, feasible=int(mem["fits"].sum()), model=model.name,
+    cols = {k: pick.take(v) for k, v in cols.items()}
+    cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], ["none", "selective", "full"])
+    frame = pd.DataFrame(cols)
+    frame.attrs.update(candidates=n, feasible=int(fits.sum()), model=model.name,
                        gpu=g.name, cluster=cl.name, stack=st.name, precision=precision)
     return frame
 
@@ -217,4 +331,4 @@ def main(argv=None) -> int:
     return 0
 
 
-__all__ = ["search", "candidates", "layout_of", "main", "ZERO_NAMES"]
+__all__ = ["search", "candidates", "grid", "layout_of", "main", "ZERO_NAMES"]

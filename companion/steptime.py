@@ -2,26 +2,26 @@
 
 :func:`companion.parallel.estimate` calls these with arrays of length one and
 :func:`companion.search.search` with every candidate layout at once. What a layout costs is
-described in :mod:`companion.parallel`; the kernels and collectives here delegate to
-:func:`companion.roofline.gemm_time`, :func:`companion.roofline.attention`,
-:func:`companion.fabric.hierarchical_all_reduce_time_s`,
-:func:`companion.fabric.moe_all_to_all_time_s` and :func:`companion.memory.training_memory`,
-each evaluated once per distinct shape or configuration and broadcast back to the layouts.
+described in :mod:`companion.parallel`; the kernels, collectives and memory here delegate to
+the array forms of the library's formulas: :func:`companion.roofline.gemm_time_arrays` (every
+GEMM of every distinct (tp, microbatch, cp, ep) shape in one numpy pass),
+:func:`companion.roofline.attention`, :func:`companion.comm.collective_time_s`,
+:func:`companion.fabric.moe_all_to_all_time_s` and
+:func:`companion.memory.training_memory_arrays`. No Python loop runs per layout.
 """
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from companion import checks
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
-from companion.memory import params_per_gpu, training_memory
-from companion.model import Layout, Transformer
-from companion.roofline import attention, gemm_time
+from companion.memory import training_memory_arrays
+from companion.model import Transformer
+from companion.roofline import attention, gemm_time_arrays
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 ACT_BYTES = 2  # BF16/FP16 activations, as Megatron keeps them (FP8 only inside GEMMs)
@@ -79,74 +79,99 @@ class _NoWaves:
         return self.gpu.peak_flops(precision, sparse)
 
 
-def _gemm_s(g, cal, precision, m, n, k, batch=1):
-    e = gemm_time(int(m), int(n), int(k), g, dtype=precision, batch=int(batch))
-    return max(e.timing.compute_s / cal.gemm_efficiency, e.timing.memory_s / cal.hbm_efficiency)
+def _linear_times(g, cal, precision, shapes, n_rows):
+    """Forward and backward times of linear layers y[m,n] = x[m,k] w[k,n], each shape
+    (m, n, k, batch) an array over ``n_rows`` rows, all priced in one numpy pass of
+    :func:`companion.roofline.gemm_time_arrays`. The backward pass is two GEMMs of other
+    shapes, dgrad (m x k, reducing n) and wgrad (k x n, reducing m), each with its own tile
+    and wave quantization. Returns two (len(shapes), n_rows) arrays."""
+    cols = [[], [], [], []]
+    for m, n, k, batch in shapes:
+        n, k = np.maximum(1, n), np.maximum(1, k)
+        for row in ((m, n, k, batch), (m, k, n, batch), (k, n, m, batch)):
+            for col, x in zip(cols, row):
+                col.append(np.broadcast_to(x, n_rows))
+    r = gemm_time_arrays(*(np.concatenate(c) for c in cols[:3]), g, dtype=precision,
+                         batch=np.concatenate(cols[3]))
+    t = np.maximum(r.compute_s / cal.gemm_efficiency, r.memory_s / cal.hbm_efficiency)
+    t = t.reshape(len(shapes), 3, n_rows)
+    return t[:, 0], t[:, 1] + t[:, 2]
 
 
-def _linear_s(g, cal, precision, m, n, k, batch=1):
-    """Forward and backward time of a linear layer y[m,n] = x[m,k] w[k,n]: the backward pass
-    is two GEMMs of other shapes, dgrad (m x k, reducing n) and wgrad (k x n, reducing m),
-    each with its own tile and wave quantization."""
-    n, k = max(1, int(n)), max(1, int(k))
-    return (_gemm_s(g, cal, precision, m, n, k, batch),
-            _gemm_s(g, cal, precision, m, k, n, batch) + _gemm_s(g, cal, precision, k, n, m, batch))
-
-
-@functools.lru_cache(maxsize=65536)
 def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
-    """Forward and backward times (s) of one layer's kernels, one microbatch, one GPU."""
+    """Forward and backward times (s) of one layer's kernels, one microbatch, one GPU, for
+    arrays of (tp, microbatch, cp, ep): dense layer, MoE layer and output layer (forward,
+    backward), attention core (forward, backward) and the bytes of a materialized score
+    matrix."""
     s, h, a, kv, d = model.seq_len, model.hidden, model.heads, model.kv_heads_used, model.head_dim
     sl = s // cp
     m = mb * sl
     up = 2 if model.ffn_type == "swiglu" else 1
-
-    def lin(*shape):
-        return np.array(_linear_s(g, cal, precision, *shape))
-
-    attn_proj = lin(m, (a + 2 * kv) * d // t, h) + lin(m, h, a * d // t)
-    dense = attn_proj + lin(m, up * model.ffn_hidden // t, h) + lin(m, h, model.ffn_hidden // t)
-    moe = np.zeros(2)
+    shapes = [(m, (a + 2 * kv) * d // t, h, 1), (m, h, a * d // t, 1),
+              (m, up * model.ffn_hidden // t, h, 1), (m, h, model.ffn_hidden // t, 1),
+              (m, -(-model.vocab // t), h, 1)]
     if model.is_moe:
         fe, local = model.expert_ffn, model.experts // ep
-        rows = max(1, math.ceil(m * model.top_k * ep / model.experts))
-        moe = (attn_proj + lin(m, model.experts, h) + lin(rows, up * fe // t, h, local)
-               + lin(rows, h, fe // t, local))
+        rows = np.maximum(1, -(-(m * model.top_k * ep) // model.experts))
+        shapes += [(m, model.experts, h, 1), (rows, up * fe // t, h, local),
+                   (rows, h, fe // t, local)]
         if model.shared_experts:
             fs = model.shared_experts * fe
-            moe = moe + lin(m, up * fs // t, h) + lin(m, h, fs // t)
-    logits = lin(m, math.ceil(model.vocab / t), h)
+            shapes += [(m, up * fs // t, h, 1), (m, h, fs // t, 1)]
+    fwd, bwd = _linear_times(g, cal, precision, shapes, len(t))
+    zero = np.zeros(len(t))
+    out = {}
+    for key, x in (("", fwd), ("_b", bwd)):
+        attn_proj = x[0] + x[1]
+        out["dense" + key] = attn_proj + x[2] + x[3]
+        out["logits" + key] = x[4]
+        moe = zero
+        if model.is_moe:
+            moe = attn_proj + x[5] + x[6] + x[7]
+            if model.shared_experts:
+                moe = moe + x[8] + x[9]
+        out["moe" + key] = moe
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
         core = flops / (g.peak_flops(precision if precision != "fp4" else "fp8")
                         * cal.attention_efficiency)
-        core_bwd, score_bytes = 2.5 * core, 0.0
+        out.update(core=core, core_b=2.5 * core, score_bytes=zero)
     else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
         heads, p16 = mb * a // t, ("fp16" if precision == "fp16" else "bf16")
-        qk, av = _linear_s(g, cal, p16, sl, s, d, heads), _linear_s(g, cal, p16, sl, d, s, heads)
-        core, core_bwd, score_bytes = qk[0] + av[0], qk[1] + av[1], heads * sl * s * ACT_BYTES
-    return (*dense, *moe, *logits, core, core_bwd, score_bytes)
+        f, b = _linear_times(g, cal, p16, [(sl, s, d, heads), (sl, d, s, heads)], len(t))
+        out.update(core=f[0] + f[1], core_b=b[0] + b[1], score_bytes=heads * sl * s * ACT_BYTES)
+    return out
 
 
-def _per_group(fn, keys):
-    """Evaluate scalar ``fn(*key)`` once per distinct key row; broadcast back as arrays.
+def _codes(k):
+    """Each value of a nonnegative integer array replaced by its rank among the distinct
+    values, and the number of distinct values; linear time for small values."""
+    top = int(k.max()) + 1
+    if top > 4 * len(k) + 4096:
+        values, inv = np.unique(k, return_inverse=True)
+        return inv.ravel(), len(values)
+    seen = np.zeros(top, dtype=bool)
+    seen[k] = True
+    rank = np.cumsum(seen) - 1
+    return rank[k], int(rank[-1]) + 1
 
-    The scalar functions are memoized (pure functions of frozen inputs), so a second search
-    over the same model and machine reuses every kernel and memory figure it has priced."""
-    keys = [np.asarray(k, dtype=np.int64) for k in keys]
-    radix = [int(k.max()) + 1 for k in keys]
-    if math.prod(radix) < 2 ** 62:  # one mixed-radix integer per row: a 1-D unique is fast
-        code = np.zeros_like(keys[0])
-        for k, r in zip(keys, radix):
-            code = code * r + k
-        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
-    else:
-        _, first, inv = np.unique(np.stack(keys, axis=1), axis=0, return_index=True,
-                                  return_inverse=True)
-    rows = np.stack([k[first] for k in keys], axis=1).tolist()
-    out = np.array([fn(*row) for row in rows], dtype=float)
-    out = out.reshape(len(first), -1)
-    return [out[inv.ravel(), j] for j in range(out.shape[1])]
+
+def _groups(keys):
+    """Distinct rows of nonnegative integer key columns: (one representative row index per
+    group, each row's group). Layouts share kernels: many rows, few distinct shapes."""
+    code, size = np.zeros(len(keys[0]), dtype=np.int64), 1
+    for k in keys:
+        c, r = _codes(np.asarray(k, dtype=np.int64))
+        code, size = code * r + c, size * r
+    inv, n_groups = _codes(code) if size < 2 ** 62 else _codes_wide(keys)
+    first = np.empty(n_groups, dtype=np.int64)
+    first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
+    return first, inv
+
+
+def _codes_wide(keys):
+    _, inv = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+    return inv.ravel(), int(inv.max()) + 1
 
 
 # -- collectives -------------------------------------------------------------------------------
@@ -178,13 +203,15 @@ def _all_reduce_s(size, n, stride, cl, cal):
 
 def _all_to_all_s(size, n, stride, cl, cal):
     per, _ = _span(n, stride, cl)
-    out = np.zeros(np.broadcast(size, n).shape)
-    size = np.broadcast_to(size, out.shape)
-    for p, e in set(zip(per.tolist(), n.tolist())):
-        mask = (per == p) & (n == e)
+    shape = np.broadcast_shapes(np.shape(size), np.shape(per), np.shape(n))
+    size, per, n = (np.broadcast_to(x, shape).ravel() for x in (size, per, n))
+    out = np.zeros(len(n))
+    first, inv = _groups([per, n])
+    for j, (p, e) in enumerate(zip(per[first].tolist(), n[first].tolist())):
+        mask = inv == j
         fit = math.gcd(p, e) if e > p else p  # fabric wants whole domains per group
         out[mask] = moe_all_to_all_time_s(size[mask], e, _fabric(cl, cal, fit)).total_s
-    return out
+    return out.reshape(shape)
 
 
 def _send_s(size, stride, cl, cal):
@@ -196,52 +223,21 @@ def _send_s(size, stride, cl, cal):
     return np.where(cross, out, up)
 
 
-# -- memory, once per distinct configuration ----------------------------------------------------
-def _zero_fields(z):
-    """Zero code 1 is Megatron's distributed optimizer; 2 and 3 are ZeRO stages."""
-    return {"distributed_optimizer": True} if z == 1 else {"zero_stage": z}
-
-
-def _padded(model, p, lst):
-    return replace(model, layers=lst * p) if lst * p != model.layers else model
-
-
-@functools.lru_cache(maxsize=65536)
-def _state(model, precision, t, p, d, c, e, z, lst):
-    lay = Layout(tp=t, pp=p, dp=d, cp=c, ep=e, precision=precision, **_zero_fields(z))
-    mem = training_memory(_padded(model, p, lst), lay, num_microbatches=1)
-    split = params_per_gpu(_padded(model, p, lst), lay)
-    return mem.weights_bytes, mem.grads_bytes, mem.optimizer_bytes, split.dense, split.expert
-
-
-@functools.lru_cache(maxsize=65536)
-def _acts(model, precision, flash, t, p, c, v, sp, rc, mi, lst):
-    lay = Layout(tp=t, pp=p, cp=c, vpp=v, sequence_parallel=bool(sp), precision=precision,
-                 recompute=("none", "selective", "full")[rc])
-    return training_memory(_padded(model, p, lst), lay, num_microbatches=mi,
-                           flash_attention=flash).activations_bytes
-
-
+# -- memory -------------------------------------------------------------------------------------
 def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
-    """Per-GPU memory for arrays of layouts from :func:`companion.memory.training_memory`,
-    called once per distinct state (tp, pp, dp, cp, ep, zero) and activation (tp, pp, cp,
-    vpp, sp, recompute, microbatches in flight) configuration; activations scale linearly
-    with the microbatch size. Uneven pipelines are priced on their fullest stage: a model
-    padded to ``pp x stage_layers`` layers."""
+    """Per-GPU memory for arrays of layouts: :func:`companion.memory.training_memory_arrays`
+    (the code behind :func:`companion.memory.training_memory`) over every row. Uneven
+    pipelines are priced on their fullest stage: a model padded to ``pp x stage_layers``
+    layers."""
     k = X
-    w, gr, opt, dense, expert = _per_group(
-        lambda *key: _state(model, precision, *key),
-        [k["tp"], k["pp"], k["dp"], k["cp"], k["ep"], k["zero"], k["stage_layers"]])
-    # microbatches in flight on the first stage: min(pp, m) for 1F1B; interleaving ignores m
-    inflight = np.where(k["vpp"] > 1, k["pp"], np.minimum(k["m"], k["pp"]))
-    (a1,) = _per_group(lambda *key: _acts(model, precision, st.flash_attention, *key),
-                       [k["tp"], k["pp"], k["cp"], k["vpp"], k["sp"], k["rc"], inflight,
-                        k["stage_layers"]])
-    act = a1 * k["mb"]
-    total = w + gr + opt + act + reserve_bytes
-    return {"weights_bytes": w, "grads_bytes": gr, "optimizer_bytes": opt,
-            "activations_bytes": act, "memory_bytes": total, "fits": total <= gpu.hbm_bytes,
-            "dense_params": dense, "expert_params": expert}
+    r = training_memory_arrays(
+        model, tp=k["tp"], pp=k["pp"], dp=k["dp"], cp=k["cp"], ep=k["ep"], vpp=k["vpp"],
+        microbatch=k["mb"], num_microbatches=k["m"], sequence_parallel=k["sp"].astype(bool),
+        recompute=k["rc"], stage=k["zero"], precision=precision,
+        flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
+        layers=k["pp"] * k["stage_layers"])
+    total = r.pop("total_bytes")
+    return {**r, "memory_bytes": total, "fits": total <= gpu.hbm_bytes}
 
 
 # -- the step ----------------------------------------------------------------------------------
@@ -262,11 +258,18 @@ FP8_CAST_BYTES, FP8_CAST_BWD_BYTES = 3, 5
 def step_arrays(model, gpu, cl, cal, st, precision, X):
     """Step-time breakdown (seconds, arrays) for arrays of layouts ``X`` (keys tp, pp, dp,
     cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes). See the module docstring."""
-    g = gpu if gpu.sm_count is not None else _NoWaves(gpu)  # frozen: memo keys stay equal
+    g = gpu if gpu.sm_count is not None else _NoWaves(gpu)
     t, p, d, c, e, v, mb, m = (X[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "m"))
     sp, rc, lst = X["sp"].astype(bool), X["rc"], X["stage_layers"]
-    dense, dense_b, moe, moe_b, logits, logits_b, core, core_bwd, score_b = _per_group(
-        lambda *k: _kernels(model, g, cal, st, precision, *k), [t, mb, c, e])
+    # kernels depend on (tp, microbatch, cp, ep) only: priced once per distinct shape
+    shape = np.broadcast_shapes(t.shape, mb.shape, c.shape, e.shape)
+    keys = [np.broadcast_to(k, shape).ravel() for k in (t, mb, c, e)]
+    first, inv = _groups(keys)
+    kern = {key: val[inv].reshape(shape) for key, val in _kernels(
+        model, g, cal, st, precision, *(k[first] for k in keys)).items()}
+    dense, dense_b, moe, moe_b, logits, logits_b, core, core_bwd, score_b = (kern[k] for k in (
+        "dense", "dense_b", "moe", "moe_b", "logits", "logits_b", "core", "core_b",
+        "score_bytes"))
     fm = model.moe_layers / model.layers
     gemm = (1 - fm) * dense + fm * moe
     gemm_b = (1 - fm) * dense_b + fm * moe_b

@@ -1,10 +1,11 @@
 """companion.memory against Korthikanti et al. 2022, Megatron-LM and the ZeRO paper."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pytest
 
 from companion import memory as mem
-from companion.model import Layout, preset
+from companion.model import RECOMPUTE, Layout, preset
 
 GB = 1e9
 
@@ -204,3 +205,84 @@ def test_decode_is_bandwidth_bound_at_small_batch():
 def test_bad_input_is_named(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+# -- array forms: many layouts in one numpy pass, the same numbers as one at a time --------------
+def _random_layouts(model, count, rng):
+    """Layouts check_layout accepts, drawn at random (TP within the heads, PP x VPP within the
+    layers, CP within the sequence, EP within the experts and DP x CP)."""
+    tps = [t for t in (1, 2, 4, 8) if not (model.heads % t or model.kv_heads_used % t
+                                           or model.ffn_hidden % t)]
+    out = []
+    while len(out) < count:
+        tp, cp = int(rng.choice(tps)), int(rng.choice([1, 2, 4]))
+        pp = int(rng.choice([p for p in (1, 2, 3, 4, 8) if model.layers % p == 0]))
+        vpp = int(rng.choice([v for v in (1, 2, 3) if model.layers % (pp * v) == 0]))
+        vpp = 1 if pp == 1 else vpp
+        dp, b = int(rng.choice([1, 2, 8, 64])), int(rng.choice([1, 2, 3]))
+        ep = int(rng.choice([e for e in (1, 2, 8) if model.experts % e == 0 and (dp * cp) % e == 0]
+                            if model.is_moe else [1]))
+        sp = bool(rng.integers(2)) and tp > 1 and (model.seq_len // cp) % tp == 0
+        stage = int(rng.integers(4))
+        lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, microbatch=b,
+                     global_batch=b * dp * int(rng.integers(1, 12)), sequence_parallel=sp,
+                     recompute=str(rng.choice(["none", "selective", "full"])),
+                     zero_stage=0 if stage == 1 else stage, distributed_optimizer=stage == 1,
+                     precision=str(rng.choice(["bf16", "fp8"])))
+        out.append(lay)
+    return out
+
+
+@pytest.mark.parametrize("name", ["korthikanti-175b", "llama3-70b", "deepseek-v3"])
+def test_training_memory_arrays_agree_with_training_memory(name):
+    m, rng = preset(name), np.random.default_rng(len(name))
+    for precision, flash in (("bf16", False), ("fp8", True)):
+        lays = [lay for lay in _random_layouts(m, 60, rng) if lay.precision == precision]
+        col = {k: np.array([getattr(lay, k) for lay in lays]) for k in (
+            "tp", "pp", "dp", "cp", "ep", "vpp", "microbatch", "num_microbatches",
+            "sequence_parallel")}
+        r = mem.training_memory_arrays(
+            m, **col, recompute=[RECOMPUTE.index(lay.recompute) for lay in lays],
+            stage=[max(lay.zero_stage, int(lay.distributed_optimizer)) for lay in lays],
+            precision=precision, flash_attention=flash, reserve_bytes=1e9)
+        for i, lay in enumerate(lays):
+            one = mem.training_memory(m, lay, flash_attention=flash, reserve_bytes=1e9)
+            split = mem.params_per_gpu(m, lay)
+            for key in ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+                        "total_bytes"):
+                assert r[key][i] == pytest.approx(getattr(one, key), rel=1e-14), key
+            assert (r["dense_params"][i], r["expert_params"][i]) == pytest.approx(
+                (split.dense, split.expert), rel=1e-14)
+
+
+@pytest.mark.parametrize("name", ["korthikanti-530b", "deepseek-v3"])
+def test_padded_layer_counts_match_a_padded_model(name):
+    # uneven pipelines are priced as a model padded to pp x the fullest stage's layers
+    m = preset(name)
+    top = -(-m.layers // 4) * 4  # the layer counts of uneven 4-stage pipelines
+    layers = np.array([top, top + 4, top + 28, 2 * top])
+    dense, expert = mem.params_per_gpu_arrays(m, 8, 4, 2 if m.is_moe else 1, layers)
+    for i, n in enumerate(layers.tolist()):
+        padded = replace(m, layers=n)
+        split = mem.params_per_gpu(padded, Layout(tp=8, pp=4, dp=2, ep=2 if m.is_moe else 1))
+        assert (dense[i], expert[i]) == (split.dense, split.expert)
+
+
+def test_small_array_forms_agree_with_scalars():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        dp, stage = int(rng.integers(1, 300)), int(rng.integers(4))
+        w, g, o = mem.state_bytes_arrays("bf16", np.array([dp]), np.array([stage]))
+        st = mem.model_state_bytes_per_param("bf16", dp, zero_stage=0 if stage == 1 else stage,
+                                             distributed_optimizer=stage == 1)
+        assert (w[0], g[0], o[0]) == (st.weights, st.grads, st.optimizer)
+        pp, vpp, mi = (int(x) for x in rng.integers(1, 12, 3))
+        assert mem.pipeline_inflight_arrays(np.array([pp]), np.array([vpp]), mi)[0] == (
+            mem.pipeline_inflight_microbatches(pp, vpp, mi))
+    kw = dict(ffn_hidden=28672, kv_heads=8, ffn_type="swiglu")
+    b, t, sp, rc = (np.array(x) for x in ([1, 2, 4, 1], [8, 8, 4, 2], [1, 0, 1, 0], [0, 1, 2, 2]))
+    arr = mem.activations_per_layer_arrays(8192, b, 8192, 64, t, sp, rc, **kw)
+    for i in range(4):
+        assert arr[i] == mem.activations_per_layer_bytes(
+            8192, int(b[i]), 8192, 64, tp=int(t[i]), sequence_parallel=bool(sp[i]),
+            recompute=RECOMPUTE[rc[i]], **kw)

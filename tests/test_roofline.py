@@ -161,3 +161,56 @@ def test_gpu_by_name_uses_the_registry_lazily(monkeypatch):
 def test_bad_input_is_named(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+# -- array forms: many GEMMs in one numpy pass, the same numbers as one at a time ----------------
+def _random_shapes(seed, count=120):
+    rng = np.random.default_rng(seed)
+    # odd sizes (tile remainders), powers of two and tiny GEMMs, with and without batches
+    m, n, k = (rng.integers(1, 20000, count) for _ in range(3))
+    m[:10], n[10:20], k[20:30] = 1, 2 ** rng.integers(4, 15, 10), 3
+    return m, n, k, rng.integers(1, 97, count)
+
+
+@pytest.mark.parametrize("gpu, dtype, tile", [(H100, "bf16", (128, 128)),
+                                              (A100, "fp16", (256, 128)),
+                                              (B200, "bf16", (64, 128))])
+def test_gemm_time_arrays_agree_with_gemm_time(gpu, dtype, tile):
+    m, n, k, batch = _random_shapes(hash(tile) % 1000)
+    r = rl.gemm_time_arrays(m, n, k, gpu, dtype, tile=tile, batch=batch)
+    q = rl.gemm_efficiency_arrays(m, n, gpu, tile, batch)
+    flops, moved = rl.gemm_arrays(m, n, k, dtype, batch=batch)
+    for i in range(len(m)):
+        e = rl.gemm_time(int(m[i]), int(n[i]), int(k[i]), gpu, dtype, tile=tile,
+                         batch=int(batch[i]))
+        assert (r.flops[i], r.bytes_moved[i]) == (e.cost.flops, e.cost.bytes_moved)
+        assert (flops[i], moved[i]) == (e.cost.flops, e.cost.bytes_moved)
+        assert (r.quantization.tiles[i], r.quantization.waves[i]) == (
+            e.quantization.tiles, e.quantization.waves)
+        assert q.efficiency[i] == r.quantization.efficiency[i] == e.quantization.efficiency
+        assert (r.compute_s[i], r.memory_s[i], r.time_s[i]) == (
+            e.timing.compute_s, e.timing.memory_s, e.timing.time_s)
+    assert ((0 < r.quantization.efficiency) & (r.quantization.efficiency <= 1)).all()
+
+
+def test_array_forms_broadcast_and_keep_the_hand_worked_values():
+    # the hand-worked H100 cases above, as one call: 132 tiles (one full wave), 144 tiles
+    q = rl.gemm_efficiency_arrays(np.array([1408, 1536]), 1536, H100)
+    assert q.tiles.tolist() == [132, 144] and q.waves.tolist() == [1, 2]
+    assert q.efficiency.tolist() == pytest.approx([1.0, 144 / 264])
+    flops, moved = rl.gemm_arrays(np.array([[3], [6]]), np.array([5, 10]), 7)
+    assert flops.shape == (2, 2) and flops[0, 0] == 210 and moved[0, 0] == 142
+    c, mem, t = rl.roofline_time_arrays(np.array([2e15, 1e9]), np.array([1e9, 1e9]), H100)
+    assert t.tolist() == pytest.approx([2e15 / 989.4e12, 1e9 / 3.35e12])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: rl.gemm_arrays(np.array([4, 0]), 5, 7), "m must hold positive integers"),
+    (lambda: rl.gemm_arrays(4, np.array([2.5]), 7), "n must hold positive integers"),
+    (lambda: rl.gemm_time_arrays(4, 5, np.array([-1]), H100), "k must hold positive"),
+    (lambda: rl.roofline_time_arrays(1.0, 1.0, H100, efficiency=np.array([0.5, 1.5])),
+     "efficiency"),
+])
+def test_array_forms_reject_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

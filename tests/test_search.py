@@ -3,6 +3,7 @@ same code as estimate(), and the search is fast."""
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from companion.model import Transformer
@@ -64,3 +65,97 @@ def test_turing_search_is_fast():
     search("turing-530b", "A100", 5128, 2520, precision="fp16", exact_batch=False,
            uneven_stages=True, zero=(0, 1, 2, 3))
     assert time.perf_counter() - t0 < 2.0
+
+
+def _nested_loops(model, num_gpus, global_batch, *, max_microbatch=8, uneven=False,
+                  exact_batch=True, vpp=(1, 2, 3, 4, 6, 8), zero=(0, 1)):
+    """The enumeration rules written as plain loops, for checking the numpy grid."""
+    L, rows = model.layers, []
+    divs = [d for d in range(1, num_gpus + 1) if num_gpus % d == 0]
+    for tp in divs:
+        if any(x % tp for x in (model.heads, model.kv_heads_used, model.ffn_hidden)):
+            continue
+        for pp in divs:
+            if (num_gpus // tp) % pp or pp > L or (not uneven and L % pp):
+                continue
+            for cp in divs:
+                if (num_gpus // (tp * pp)) % cp or model.seq_len % cp:
+                    continue
+                dp = num_gpus // (tp * pp * cp)
+                per = global_batch // dp if not exact_batch or global_batch % dp == 0 else 0
+                for v in [1] if pp == 1 else (range(1, L + 1) if vpp == "all" else vpp):
+                    if not uneven and L % (pp * v):
+                        continue
+                    lst = -(-L // (pp * v)) * v if uneven else L // pp
+                    if v > lst or (uneven and lst * (pp - 1) >= L):
+                        continue  # a virtual stage without a layer, or an empty last stage
+                    for mb in range(1, per + 1):
+                        if per % mb or (max_microbatch and mb > max_microbatch):
+                            continue
+                        eps = [e for e in range(1, model.experts + 1) if model.experts % e == 0]
+                        for ep in eps if model.is_moe else [1]:
+                            if (dp * cp) % ep:
+                                continue
+                            for sp in (0, 1):
+                                for rc in (0, 1, 2):
+                                    for z in zero:
+                                        if sp and (tp == 1 or (model.seq_len // cp) % tp):
+                                            continue
+                                        if z and dp * cp == 1:
+                                            continue
+                                        rows.append((tp, pp, cp, dp, ep, v, mb, per // mb, lst,
+                                                     sp, rc, z))
+    return rows
+
+
+@pytest.mark.parametrize("name, gpus, batch, kw", [
+    ("gpt3-175b", 256, 2048, {}),
+    ("turing-530b", 5128, 2520, dict(uneven=True, exact_batch=False, vpp="all",
+                                     max_microbatch=None, zero=(0, 1, 2, 3))),
+    ("deepseek-v3", 512, 1024, dict(vpp=(2, 4))),
+])
+def test_numpy_grid_lists_what_nested_loops_list(name, gpus, batch, kw):
+    m = preset(name)
+    X = candidates(m, gpus, batch, max_microbatch=kw.get("max_microbatch", 8),
+                   uneven_stages=kw.get("uneven", False), exact_batch=kw.get("exact_batch", True),
+                   vpp=kw.get("vpp", (1, 2, 3, 4, 6, 8)), zero=kw.get("zero", (0, 1)))
+    keys = ("tp", "pp", "cp", "dp", "ep", "vpp", "mb", "m", "stage_layers", "sp", "rc", "zero")
+    got = list(zip(*(X[k].tolist() for k in keys)))
+    assert got == _nested_loops(m, gpus, batch, **kw)  # same layouts, same order
+
+
+def test_full_space_rows_agree_with_estimate():
+    # every interleaving degree and microbatch size, uneven stages, rounded batch (Calculon's
+    # conventions); the rows are what estimate() says for the same layout
+    kw = dict(precision="fp16", exact_batch=False, uneven_stages=True, zero=(0, 1, 2, 3),
+              vpp="all", max_microbatch=None, include_infeasible=True)
+    frame = search("turing-530b", "A100", 5128, 2520, **kw)
+    assert len(frame) == frame.attrs["candidates"] > 8112  # Calculon evaluated 8,112
+    assert (frame["vpp"] > 8).any() and frame["step_time_s"].is_monotonic_increasing
+    rows = frame.iloc[np.random.default_rng(5).choice(len(frame), 6, replace=False)]
+    for _, row in pd.concat([frame.head(2), rows]).iterrows():
+        e = estimate("turing-530b", layout_of(row, "fp16"), "A100", num_gpus=5128,
+                     uneven_stages=True)
+        assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert e.memory_bytes / 1e9 == pytest.approx(row["memory_gb"], rel=1e-12)
+        assert e.mfu == pytest.approx(row["mfu"], rel=1e-12) and e.fits == row["fits"]
+    feasible = search("turing-530b", "A100", 5128, 2520, **{**kw, "include_infeasible": False})
+    assert len(feasible) == frame.attrs["feasible"] == frame["fits"].sum()
+    assert feasible["step_time_s"].tolist() == frame[frame["fits"]]["step_time_s"].tolist()
+
+
+def test_bad_search_options():
+    with pytest.raises(TypeError, match="vpp"):
+        search("gpt3-175b", "H100", 256, 2048, vpp="some")
+    with pytest.raises(ValueError, match="vpp"):
+        search("gpt3-175b", "H100", 256, 2048, vpp=(0, 2))
+    with pytest.raises(ValueError, match="max_microbatch"):
+        search("gpt3-175b", "H100", 256, 2048, max_microbatch=0)
+
+
+def test_full_turing_search_is_fast():
+    # the benchmark's case (benchmarks/search.py); generous bound for a loaded 2-core machine
+    t0 = time.perf_counter()
+    frame = search("turing-530b", "A100", 5128, 2520, precision="fp16", exact_batch=False,
+                   uneven_stages=True, zero=(0, 1, 2, 3), vpp="all", max_microbatch=None)
+    assert time.perf_counter() - t0 < 1.0 and frame.attrs["candidates"] > 8112
