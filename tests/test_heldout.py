@@ -1,0 +1,59 @@
+"""Held-out published runs (H100, B200, GB200; FP8; Megatron-Core / Megatron-Bridge): rows parse,
+their own numbers are consistent, and the model prices them. The errors are printed, not
+bounded: these rows never set a calibration constant, and the gap is a finding, not a test."""
+import numpy as np
+import pytest
+
+from companion.parallel import model_flops_per_token, preset, published_runs, validate
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    return validate(held_out=True)
+
+
+def test_heldout_rows_parse_and_stay_out_of_the_calibration_set():
+    held, base = published_runs(held_out=True), published_runs()
+    assert len(held) == 10 and len(base) == 18
+    assert not set(held["run_id"]) & set(base["run_id"])
+    assert held["held_out"].all() and not base["held_out"].any()
+    assert held["source"].str.contains("github.com/NVIDIA").all()
+    assert (held["tp"] * held["pp"] * held["dp"] * held["cp"] == held["num_gpus"]).all()
+    assert set(held["gpu"]) == {"H100 SXM", "B200", "GB200"}
+
+
+def test_heldout_source_numbers():
+    runs = published_runs(held_out=True).set_index("run_id")
+    # NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb (NeMo 24.07,
+    # DGX-H100, FP8): GPT3-175B on 128 GPUs, 726 tokens/s/GPU, 782 model TFLOP/s/GPU
+    r = runs.loc["nemo2407_h100_gpt3_175b_128"]
+    assert (r["measured_tokens_per_s_per_gpu"], r["measured_tflops_per_gpu"]) == (726, 782)
+    # NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @00b7660 (25.11, DGX-H100,
+    # FP8-CS): Llama 3.1 405B on 1024 GPUs, TP8 PP8 CP2 VP8, GBS 512: 292 tokens/s/GPU, 737
+    r = runs.loc["bridge2511_h100_llama31_405b"]
+    assert (r["tp"], r["pp"], r["cp"], r["vpp"], r["global_batch"]) == (8, 8, 2, 8, 512)
+    assert (r["measured_tokens_per_s_per_gpu"], r["measured_tflops_per_gpu"]) == (292, 737)
+    # step time from tokens: 512 sequences x 8192 tokens / (292 tokens/s/GPU x 1024 GPUs)
+    assert r["measured_step_time_s"] == pytest.approx(512 * 8192 / (292 * 1024))
+
+
+def test_reported_tflops_follow_the_named_flop_convention():
+    # Each table's TFLOP/s divided by its tokens/s is its FLOPs per token: NeMo 24.07 counts
+    # full attention ("megatron"), Megatron-Bridge 25.11 causal attention ("bridge").
+    for _, r in published_runs(held_out=True).iterrows():
+        conv = r["flop_convention"].split(":")[0]
+        per_token = r["measured_tflops_per_gpu"] * 1e12 / r["measured_tokens_per_s_per_gpu"]
+        assert per_token == pytest.approx(model_flops_per_token(preset(r["model"]), conv),
+                                          rel=5e-3), r["run_id"]
+
+
+def test_heldout_predictions_are_finite_and_printed(heldout):
+    for col in ("measured_step_time_s", "predicted_step_time_s", "predicted_tflops_per_gpu"):
+        assert np.isfinite(heldout[col]).all() and (heldout[col] > 0).all(), col
+    assert np.isfinite(heldout["error_pct"]).all()
+    assert ((heldout["predicted_mfu"] > 0) & (heldout["predicted_mfu"] < 1)).all()
+    cols = ["run_id", "measured_step_time_s", "predicted_step_time_s", "error_pct",
+            "measured_tflops_per_gpu", "predicted_tflops_per_gpu"]
+    print("\n" + heldout[cols].round(2).to_string(index=False))
+    print(f"mean error {heldout['error_pct'].mean():+.1f}%, "
+          f"mean |error| {heldout['error_pct'].abs().mean():.1f}%")
