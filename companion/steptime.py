@@ -131,13 +131,15 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
             if model.shared_experts:
                 moe = moe + x[8] + x[9]
         out["moe" + key] = moe
+    # FP8/FP4 recipes (Transformer Engine's defaults, NeMo's and Megatron-Bridge's FP8 runs)
+    # quantize the linear layers only; the attention core stays in 16-bit.
+    p16 = "fp16" if precision == "fp16" else "bf16"
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
-        core = flops / (g.peak_flops(precision if precision != "fp4" else "fp8")
-                        * cal.attention_efficiency)
+        core = flops / (g.peak_flops(p16) * cal.attention_efficiency)
         out.update(core=core, core_b=2.5 * core, score_bytes=zero)
     else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
-        heads, p16 = mb * a // t, ("fp16" if precision == "fp16" else "bf16")
+        heads = mb * a // t
         f, b = _linear_times(g, cal, p16, [(sl, s, d, heads), (sl, d, s, heads)], len(t))
         out.update(core=f[0] + f[1], core_b=b[0] + b[1], score_bytes=heads * sl * s * ACT_BYTES)
     return out
