@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import checks, comm, fabric, hardware, roofline
+from ..parallel import TPLayer, tp_layer  # noqa: F401  (the model lives with the step-time model)
 
 CHART_DIGITS = 4  # significant digits kept in chart data: pages stay light, tooltips readable
 
@@ -166,86 +167,6 @@ def published_vs_model(gpu: str = "H100") -> pd.DataFrame:
 
 #: The seed's figures (claims.yaml, tp8-comm-under-3-percent): share of time in TP communication.
 SEED_TP_SHARE = {"B200": 0.03, "H100": 0.07}
-
-
-@dataclass(frozen=True)
-class TPLayer:
-    """One transformer layer, forward and backward, on one of ``tp`` GPUs (seconds)."""
-    gpu: str
-    compute_s: float
-    comm_s: float
-    layer_s: float
-    exposed_comm_s: float
-    comm_share: float
-    flops: float
-    gemm_mfu: float
-    all_reduce_bytes: float
-    bandwidth_Bps: float
-
-    def hidden_fraction_for(self, share: float) -> float:
-        """Fraction of the TP communication that must hide behind GEMMs for an exposed share
-        of ``share`` of the layer time (0 if none needs hiding)."""
-        share = checks.number("share", share, minimum=0, maximum=0.999)
-        exposed = share / (1 - share) * self.compute_s
-        return max(0.0, 1 - exposed / self.comm_s)
-
-
-def _layer_gemms(hidden, heads, ffn_hidden, seq_len, micro_batch, tp):
-    """Forward GEMMs of one Megatron TP rank, as (m, n, k, batch): QKV, scores, values,
-    projection, FC1, FC2 (Shoeybi et al. 2019, column- then row-parallel)."""
-    tokens, d = micro_batch * seq_len, hidden // heads
-    heads_rank = heads // tp
-    return [(tokens, 3 * hidden // tp, hidden, 1),
-            (seq_len, seq_len, d, micro_batch * heads_rank),
-            (seq_len, d, seq_len, micro_batch * heads_rank),
-            (tokens, hidden, hidden // tp, 1),
-            (tokens, ffn_hidden // tp, hidden, 1),
-            (tokens, hidden, ffn_hidden // tp, 1)]
-
-
-def tp_layer(gpu: str = "H100", hidden: int = 5120, heads: int = 40, ffn_hidden: int | None = None,
-             seq_len: int = 4096, micro_batch: int = 1, tp: int = 8, algorithm: str = "ring",
-             overlap: bool = False, link_efficiency: float = 1.0) -> TPLayer:
-    """Share of a layer's time spent in tensor-parallel all-reduces (a GPT layer, 4h MLP).
-
-    Compute: every forward GEMM of one rank (QKV, scores, values, projection, FC1, FC2) timed by
-    :func:`companion.roofline.gemm_time` (roofline with tile and wave quantization), and the
-    backward pass as two GEMMs of the same size per forward GEMM (data and weight gradients),
-    so 3x the forward FLOPs (72bsh^2 + 12bs^2h in all, Narayanan et al. 2021). Elementwise
-    ops, layernorm and softmax are left out. Communication: four all-reduces of the
-    activations (b s h bf16 values) per layer, two forward and two backward (Megatron's f and
-    g operators), over ``tp`` GPUs at the GPU's per-direction NVLink bandwidth from the
-    registry times ``link_efficiency``. ``overlap=True`` assumes perfect overlap (layer time
-    = max of the two); ``False`` adds them.
-    """
-    g = hardware.gpu(gpu)
-    for p, v in (("hidden", hidden), ("heads", heads), ("seq_len", seq_len),
-                 ("micro_batch", micro_batch), ("tp", tp)):
-        checks.number(p, v, integer=True, minimum=1)
-    ffn = 4 * hidden if ffn_hidden is None else checks.number("ffn_hidden", ffn_hidden,
-                                                              integer=True, minimum=1)
-    checks.divides("heads", heads, "hidden", hidden)
-    checks.divides("tp", tp, "heads", heads)
-    checks.divides("tp", tp, "ffn_hidden", ffn)
-    eff = checks.number("link_efficiency", link_efficiency, positive=True, maximum=1)
-    if not isinstance(overlap, bool):
-        raise TypeError(f"overlap must be True or False; got {overlap!r}")
-    fwd_s = bwd_s = flops = 0.0
-    for m, n, k, batch in _layer_gemms(hidden, heads, ffn, seq_len, micro_batch, tp):
-        est = roofline.gemm_time(m, n, k, g, batch=batch)
-        fwd_s += est.timing.time_s
-        bwd_s += roofline.gemm_time(m, k, n, g, batch=batch).timing.time_s  # dgrad
-        bwd_s += roofline.gemm_time(k, n, m, g, batch=batch).timing.time_s  # wgrad
-        flops += 3 * est.cost.flops
-    compute_s = fwd_s + bwd_s
-    size = micro_batch * seq_len * hidden * roofline.dtype_bytes("bf16")
-    bw = g.scaleup_Bps * eff
-    comm_s = 4 * comm.collective_time_s("all_reduce", size, tp, bw, fabric.NCCL_NVLINK_STEP_S,
-                                        algorithm=algorithm)
-    layer_s = max(compute_s, comm_s) if overlap else compute_s + comm_s
-    exposed = layer_s - compute_s
-    return TPLayer(g.name, compute_s, comm_s, layer_s, exposed, exposed / layer_s, flops,
-                   flops / compute_s / g.peak_flops("bf16"), size, bw)
 
 
 def tp_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:
