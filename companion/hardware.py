@@ -108,7 +108,8 @@ def _resolve(kind, name):
     return frame.loc[frame["key"] == key].iloc[0]
 
 
-def _precision(precision):
+def precision_name(precision):
+    """The registry's name for ``precision`` ("bfloat16" -> "bf16"); raises on unknown ones."""
     if not isinstance(precision, str):
         raise TypeError(f"precision must be a string, one of {list(PRECISIONS)}; "
                         f"got {type(precision).__name__}")
@@ -161,7 +162,7 @@ class GPU:
         Raises ValueError naming what the GPU has when it lacks the precision (V100 has no
         bf16, A100 no fp8) or lacks a sparse figure for it.
         """
-        p = _precision(precision)
+        p = precision_name(precision)
         if not isinstance(sparse, bool):
             raise TypeError(f"sparse must be True or False; got {sparse!r}")
         dense = dict(self.dense)

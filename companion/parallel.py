@@ -294,7 +294,9 @@ def run_layout(row) -> Layout:
                   ep=int(row["ep"]), vpp=int(row["vpp"]), microbatch=int(row["microbatch"]),
                   global_batch=int(row["global_batch"]),
                   sequence_parallel=bool(row["sequence_parallel"]),
-                  recompute=str(row["recompute"]), precision=str(row["precision"]))
+                  recompute=str(row["recompute"]), precision=str(row["precision"]),
+                  zero_stage=int(row.get("zero_stage", 0)),
+                  distributed_optimizer=bool(row.get("distributed_optimizer", False)))
 
 
 def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion import checks
+from companion.calibration import gemm_peak_fraction
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
 from companion.memory import training_memory_arrays
@@ -93,7 +94,8 @@ def _linear_times(g, cal, precision, shapes, n_rows):
                 col.append(np.broadcast_to(x, n_rows))
     r = gemm_time_arrays(*(np.concatenate(c) for c in cols[:3]), g, dtype=precision,
                          batch=np.concatenate(cols[3]))
-    t = np.maximum(r.compute_s / cal.gemm_efficiency, r.memory_s / cal.hbm_efficiency)
+    eff = cal.gemm_in_training * gemm_peak_fraction(getattr(g, "gpu", g), precision)
+    t = np.maximum(r.compute_s / eff, r.memory_s / cal.hbm_efficiency)
     t = t.reshape(len(shapes), 3, n_rows)
     return t[:, 0], t[:, 1] + t[:, 2]
 
@@ -107,9 +109,13 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
     sl = s // cp
     m = mb * sl
     up = 2 if model.ffn_type == "swiglu" else 1
+    # FP8/FP4 recipes (Transformer Engine's defaults, NeMo's and Megatron-Bridge's FP8 runs)
+    # quantize the transformer layers' linear layers only. The attention core and the output
+    # layer stay in 16-bit: Megatron-Core builds the output layer from its own
+    # tensor_parallel.ColumnParallelLinear, not from a Transformer Engine module.
+    p16 = "fp16" if precision == "fp16" else "bf16"
     shapes = [(m, (a + 2 * kv) * d // t, h, 1), (m, h, a * d // t, 1),
-              (m, up * model.ffn_hidden // t, h, 1), (m, h, model.ffn_hidden // t, 1),
-              (m, -(-model.vocab // t), h, 1)]
+              (m, up * model.ffn_hidden // t, h, 1), (m, h, model.ffn_hidden // t, 1)]
     if model.is_moe:
         fe, local = model.expert_ffn, model.experts // ep
         rows = np.maximum(1, -(-(m * model.top_k * ep) // model.experts))
@@ -119,21 +125,18 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
             fs = model.shared_experts * fe
             shapes += [(m, up * fs // t, h, 1), (m, h, fs // t, 1)]
     fwd, bwd = _linear_times(g, cal, precision, shapes, len(t))
+    lf, lb = _linear_times(g, cal, p16, [(m, -(-model.vocab // t), h, 1)], len(t))
     zero = np.zeros(len(t))
-    out = {}
+    out = {"logits": lf[0], "logits_b": lb[0]}
     for key, x in (("", fwd), ("_b", bwd)):
         attn_proj = x[0] + x[1]
         out["dense" + key] = attn_proj + x[2] + x[3]
-        out["logits" + key] = x[4]
         moe = zero
         if model.is_moe:
-            moe = attn_proj + x[5] + x[6] + x[7]
+            moe = attn_proj + x[4] + x[5] + x[6]
             if model.shared_experts:
-                moe = moe + x[8] + x[9]
+                moe = moe + x[7] + x[8]
         out["moe" + key] = moe
-    # FP8/FP4 recipes (Transformer Engine's defaults, NeMo's and Megatron-Bridge's FP8 runs)
-    # quantize the linear layers only; the attention core stays in 16-bit.
-    p16 = "fp16" if precision == "fp16" else "bf16"
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
         core = flops / (g.peak_flops(p16) * cal.attention_efficiency)

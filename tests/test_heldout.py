@@ -1,4 +1,4 @@
-"""Held-out published runs (H100, B200, GB200; FP8; Megatron-Core / Megatron-Bridge): rows parse,
+"""Held-out published runs (H100, B200, GB200, GB300; FP8; Megatron-Core / Megatron-Bridge): rows parse,
 their own numbers are consistent, and the model prices them. The errors are printed, not
 bounded: these rows never set a calibration constant, and the gap is a finding, not a test."""
 import numpy as np
@@ -14,12 +14,17 @@ def heldout():
 
 def test_heldout_rows_parse_and_stay_out_of_the_calibration_set():
     held, base = published_runs(held_out=True), published_runs()
-    assert len(held) == 10 and len(base) == 18
+    assert len(held) == 15 and len(base) == 18
     assert not set(held["run_id"]) & set(base["run_id"])
     assert held["held_out"].all() and not base["held_out"].any()
     assert held["source"].str.contains("github.com/NVIDIA").all()
     assert (held["tp"] * held["pp"] * held["dp"] * held["cp"] == held["num_gpus"]).all()
-    assert set(held["gpu"]) == {"H100 SXM", "B200", "GB200"}
+    assert set(held["gpu"]) == {"H100 SXM", "B200", "GB200", "GB300"}
+    # FSDP rows are priced as ZeRO-3; the others use Megatron's distributed optimizer
+    assert set(held.loc[held["zero_stage"] == 3, "run_id"]) == {
+        "bridge2511_h100_llama3_8b", "bridge2511_gb200_llama3_70b", "bridge2511_gb300_llama3_70b"}
+    assert (held["distributed_optimizer"] == (held["zero_stage"] == 0)).all()
+    assert not base["distributed_optimizer"].any() and (base["zero_stage"] == 0).all()
 
 
 def test_heldout_source_numbers():
@@ -35,6 +40,13 @@ def test_heldout_source_numbers():
     assert (r["measured_tokens_per_s_per_gpu"], r["measured_tflops_per_gpu"]) == (292, 737)
     # step time from tokens: 512 sequences x 8192 tokens / (292 tokens/s/GPU x 1024 GPUs)
     assert r["measured_step_time_s"] == pytest.approx(512 * 8192 / (292 * 1024))
+    # same page, DGX-GB300: Llama 3.1 405B on 256 GPUs, TP2 PP8 CP2 VP4, GBS 1536: 999
+    # tokens/s/GPU, 2522 model TFLOP/s/GPU; Llama 3 8B on 8 GPUs at H100: 14451 and 744
+    r = runs.loc["bridge2511_gb300_llama31_405b"]
+    assert (r["tp"], r["pp"], r["cp"], r["vpp"], r["global_batch"]) == (2, 8, 2, 4, 1536)
+    assert (r["measured_tokens_per_s_per_gpu"], r["measured_tflops_per_gpu"]) == (999, 2522)
+    r = runs.loc["bridge2511_h100_llama3_8b"]
+    assert (r["measured_tokens_per_s_per_gpu"], r["measured_tflops_per_gpu"]) == (14451, 744)
 
 
 def test_reported_tflops_follow_the_named_flop_convention():

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pandas as pd
 
-from .. import checks, formats, hardware, speedup, units
+from .. import calibration, checks, formats, hardware, speedup, units
 from .core import Choice, Slider
 
 # ----------------------------------------------------------------------------- the formats
@@ -295,23 +295,15 @@ def gemm_records_table(records) -> pd.DataFrame:
                                        "peak TFLOP/s", "fraction of peak"])
 
 
-#: Published measurements, not ours: Stas Bekman, Machine Learning Engineering, "Maximum
-#: Achievable Matmul FLOPS comparison table" (mamf-finder.py: best shape of a search, mean of
-#: 100 timed iterations after 50 warm-up), dense BF16 and FP8 (float8_e4m3fn) matmuls,
-#: https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md
-PUBLISHED_MAMF_TFLOPS = {("H100", "bf16"): 794.5, ("H100", "fp8"): 1402.6,
-                         ("B200", "bf16"): 1745.0, ("B200", "fp8"): 3432.5}
-
-
 def published_mamf() -> pd.DataFrame:
-    """The published maximum achievable matmul TFLOP/s against the registry's dense peaks."""
-    rows = []
-    for (name, p), tflops in PUBLISHED_MAMF_TFLOPS.items():
-        peak = hardware.gpu(name).peak_flops(p) / units.TERA
-        rows.append({"GPU": hardware.gpu(name).name, "precision": p,
-                     "measured TFLOP/s (published)": tflops, "peak TFLOP/s": peak,
-                     "fraction of peak": tflops / peak})
-    return pd.DataFrame(rows).set_index(["GPU", "precision"])
+    """The published maximum achievable matmul TFLOP/s (Stas Bekman's mamf-finder table, as
+    recorded in ``data/published_measurements.csv``) against the registry's dense peaks: the
+    same records the step-time model prices GEMMs with (:func:`companion.calibration.mamf_records`)."""
+    rec = calibration.mamf_records()
+    return pd.DataFrame({"GPU": rec["gpu"], "precision": rec["precision"],
+                         "measured TFLOP/s (published)": rec["measured_flops"] / units.TERA,
+                         "peak TFLOP/s": rec["peak_flops"] / units.TERA,
+                         "fraction of peak": rec["fraction"]}).set_index(["GPU", "precision"])
 
 
 def replay_frame(live: dict, rec: dict, lr: float) -> pd.DataFrame:
