@@ -12,14 +12,13 @@ search (5128 = 8 x 641): the batch is rounded down to a multiple of DP and uneve
 stages are allowed; like Calculon's search it tries every interleaving degree and every
 microbatch size that divides a replica's batch (``vpp="all"``, ``max_microbatch=None``), on
 top of TP, PP, CP, sequence parallelism, three recomputation modes and four optimizer
-shardings. Rows:
-
-- ``feasible``: the default call, returning the layouts that fit in memory, fastest first
-  (Calculon likewise keeps its best layouts);
-- ``all rows``: ``include_infeasible=True``, every priced layout in the frame;
-- the same search with the default knobs (six interleaving degrees, microbatches up to 8);
-- a larger space, gpt3-175b on 4096 H100, to show the rate on many more layouts.
-
+shardings. It keeps only layouts Megatron runs: the interleaved schedule needs the
+microbatches in whole rounds of PP (Megatron-LM's pipeline schedules raise otherwise). On this
+case that rule leaves 492 layouts of the 18,480 an unconstrained enumeration gives (DP 641 or
+more leaves one to four sequences per replica), so the whole search takes milliseconds but is
+too small to measure a rate. The goal is therefore checked on two rows: the turing-530b
+search's wall time (under 0.25 s, against Calculon's 24 s), and the rate on the largest case,
+gpt3-175b on 4096 H100 (over a million layouts per second, against Calculon's 345). Rows:
 Times are medians. ``cold`` clears the search's only cache (resolved GPU, system and stack
 names: reading the hardware registry's tables costs a few milliseconds) before each run;
 ``warm`` keeps it, as an explorer calling the search repeatedly does. The model keeps no
@@ -43,6 +42,7 @@ from companion import search as S  # noqa: E402
 
 # The figure for Calculon on this case: 8,112 layouts in about 24 s on 2 cores.
 CALCULON_LAYOUTS_PER_S = 345.0
+CALCULON_S = 24.0
 GOAL_S, GOAL_RATE = 0.25, 1e6
 TURING = dict(model="turing-530b", gpu="A100", num_gpus=5128, global_batch=2520,
               precision="fp16", exact_batch=False, uneven_stages=True, zero=(0, 1, 2, 3))
@@ -56,6 +56,7 @@ CASES = {
         uneven_stages=True, max_microbatch=16, include_infeasible=True),
 }
 HEADLINE = next(iter(CASES))
+RATE_CASE = "gpt3-175b / 4096 H100 / gb 2048 (all rows)"
 
 
 def timed(kw: dict, repeats: int, cold: bool):
@@ -86,11 +87,11 @@ def main(argv=None) -> int:
     p.add_argument("--save", action="store_true",
                    help="also write a record to data/measurements (companion.bench.record)")
     args = p.parse_args(argv)
-    print(f"goal: < {GOAL_S} s and > {GOAL_RATE:.0e} layouts/s; Calculon: "
-          f"{CALCULON_LAYOUTS_PER_S:.0f} layouts/s")
+    print(f"goal: turing-530b search < {GOAL_S} s; > {GOAL_RATE:.0e} layouts/s on the largest "
+          f"case; Calculon: {CALCULON_S:.0f} s, {CALCULON_LAYOUTS_PER_S:.0f} layouts/s")
     print(f"{'case':<52} {'cache':<5} {'layouts':>8} {'rows':>7} {'median s':>9} "
           f"{'layouts/s':>10} {'x Calculon':>10}")
-    results, headline = [], {}
+    results, cold_rows = [], {}
     for name, kw in CASES.items():
         for cold in (True, False):
             t, n, frame = timed(kw, args.repeats, cold)
@@ -99,17 +100,19 @@ def main(argv=None) -> int:
                                 rows=len(frame), feasible=frame.attrs["feasible"],
                                 median_s=t, layouts_per_s=rate,
                                 x_calculon=rate / CALCULON_LAYOUTS_PER_S))
-            if name == HEADLINE:
-                headline[cold] = (t, rate, frame)
+            if cold:
+                cold_rows[name] = (t, rate, frame)
             print(f"{name:<52} {'cold' if cold else 'warm':<5} {n:>8} {len(frame):>7} "
                   f"{t:>9.4f} {rate:>10.3g} {rate / CALCULON_LAYOUTS_PER_S:>10.0f}")
     first = first_call_s()
-    n = headline[True][2].attrs["candidates"]
+    n = cold_rows[HEADLINE][2].attrs["candidates"]
     print(f"{HEADLINE}: first call in a fresh process {first:.3f} s ({n / first:.3g} layouts/s)")
-    t, rate, frame = headline[True]
+    t, _, frame = cold_rows[HEADLINE]
+    rate = cold_rows[RATE_CASE][1]
     ok = t < GOAL_S and rate > GOAL_RATE
-    print(f"goal (cold, {HEADLINE}): {t:.4f} s, {rate:.3g} layouts/s, "
-          f"{rate / CALCULON_LAYOUTS_PER_S:.0f}x Calculon: {'met' if ok else 'NOT met'}")
+    print(f"goal: {HEADLINE} (cold) in {t:.4f} s ({CALCULON_S / t:.0f}x faster than Calculon's "
+          f"{CALCULON_S:.0f} s); {RATE_CASE} (cold) at {rate:.3g} layouts/s "
+          f"({rate / CALCULON_LAYOUTS_PER_S:.0f}x Calculon's rate): {'met' if ok else 'NOT met'}")
     best = frame.iloc[0]
     print(f"best: tp {best.tp} pp {best.pp} dp {best.dp} cp {best.cp} vpp {best.vpp} mb "
           f"{best.microbatch} sp {best.sequence_parallel} {best.recompute} zero {best.zero}: "
@@ -117,6 +120,7 @@ def main(argv=None) -> int:
     if args.save:
         from companion.bench.record import provenance, write_record
         meta = {**provenance("cpu"), "device": "cpu", "repeats": args.repeats,
+                "calculon_s": CALCULON_S,
                 "first_call_s": first, "calculon_layouts_per_s": CALCULON_LAYOUTS_PER_S}
         print("saved", write_record("search-speed", results, meta))
     return 0 if ok else 1

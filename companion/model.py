@@ -258,6 +258,13 @@ def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None
         checks.divides("ep", layout.ep, "experts", model.experts)
     elif layout.ep > 1:
         raise ValueError(f"ep={layout.ep} needs a MoE model; {model.name} has experts=1")
+    m = layout.num_microbatches
+    if layout.vpp > 1 and m is not None and m % layout.pp:
+        # Megatron-LM, megatron/core/pipeline_parallel/schedules.py: "number of microbatches
+        # is not divisible by pipeline-model-parallel-size when using interleaved schedule"
+        raise ValueError(f"vpp={layout.vpp} (interleaved schedule) needs the number of "
+                         f"microbatches, global_batch / (dp * microbatch) = {m}, to be a "
+                         f"multiple of pp={layout.pp}; use vpp=1 or change the batch")
     if num_gpus is not None and layout.num_gpus != num_gpus:
         raise ValueError(f"tp*pp*dp*cp = {layout.tp}*{layout.pp}*{layout.dp}*{layout.cp} = "
                          f"{layout.num_gpus} must equal num_gpus={num_gpus}")

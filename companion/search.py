@@ -5,7 +5,7 @@ pipeline stages, microbatch sizes, sequence parallelism, recomputation and optim
 keeps the combinations Megatron can run (TP divides heads, KV heads and the MLP width; PP
 divides the layers unless uneven stages are allowed; CP divides the sequence; EP divides the
 experts and DP x CP; the degrees multiply to the GPU count; the global batch splits into whole
-microbatches); prices them all with :func:`companion.steptime.step_arrays`, the same code that
+microbatches, in whole rounds of PP when stages are interleaved); prices them all with :func:`companion.steptime.step_arrays`, the same code that
 :func:`companion.parallel.estimate` runs for one layout; and returns a DataFrame sorted by step
 time, with the breakdown, memory and MFU of each. Layouts that do not fit in memory are
 dropped, or kept with ``fits=False`` when ``include_infeasible=True``.
@@ -83,7 +83,10 @@ def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, u
     cap = max_microbatch or int(X["per_dp"].max(initial=0))
     mbs = sorted({d for b in np.unique(X["per_dp"]) if b > 0 for d in _divisors(int(b))
                   if d <= cap})
-    X = _cross(X, "mb", mbs, lambda g: (g["per_dp"] > 0) & (g["per_dp"] % g["mb"] == 0))
+    # Megatron's interleaved schedule needs the microbatches in whole rounds of pp
+    # (megatron/core/pipeline_parallel/schedules.py), else it raises
+    X = _cross(X, "mb", mbs, lambda g: (g["per_dp"] > 0) & (g["per_dp"] % g["mb"] == 0)
+               & ((g["vpp"] == 1) | ((g["per_dp"] // g["mb"]) % g["pp"] == 0)))
     X["m"] = X.pop("per_dp") // X["mb"]
     eps = _divisors(model.experts) if model.is_moe else [1]
     return _cross(X, "ep", eps, lambda g: (g["dp"] * g["cp"]) % g["ep"] == 0)

@@ -210,7 +210,8 @@ def test_bad_input_is_named(call, exc, match):
 # -- array forms: many layouts in one numpy pass, the same numbers as one at a time --------------
 def _random_layouts(model, count, rng):
     """Layouts check_layout accepts, drawn at random (TP within the heads, PP x VPP within the
-    layers, CP within the sequence, EP within the experts and DP x CP)."""
+    layers, CP within the sequence, EP within the experts and DP x CP, whole rounds of PP
+    microbatches when interleaved)."""
     tps = [t for t in (1, 2, 4, 8) if not (model.heads % t or model.kv_heads_used % t
                                            or model.ffn_hidden % t)]
     out = []
@@ -225,7 +226,8 @@ def _random_layouts(model, count, rng):
         sp = bool(rng.integers(2)) and tp > 1 and (model.seq_len // cp) % tp == 0
         stage = int(rng.integers(4))
         lay = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, microbatch=b,
-                     global_batch=b * dp * int(rng.integers(1, 12)), sequence_parallel=sp,
+                     global_batch=b * dp * int(rng.integers(1, 12)) * (pp if vpp > 1 else 1),
+                     sequence_parallel=sp,
                      recompute=str(rng.choice(["none", "selective", "full"])),
                      zero_stage=0 if stage == 1 else stage, distributed_optimizer=stage == 1,
                      precision=str(rng.choice(["bf16", "fp8"])))

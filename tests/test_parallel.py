@@ -112,6 +112,8 @@ def test_hierarchical_all_reduce_matches_fabric():
     (dict(tp=5, pp=1, dp=1, global_batch=4), "tp=5 must divide heads"),
     (dict(tp=8, pp=5, dp=1, global_batch=4), r"pp \* vpp=5 must divide layers"),
     (dict(tp=8, pp=1, dp=2, global_batch=3), "global_batch"),
+    # Megatron's interleaved schedule refuses 12 microbatches on 8 stages
+    (dict(tp=8, pp=8, dp=1, vpp=3, global_batch=12), "multiple of pp=8"),
 ])
 def test_bad_layouts_name_the_parameters(kw, match):
     with pytest.raises(ValueError, match=match):
