@@ -1,4 +1,4 @@
-"""Command line: ``python -m companion bench|plan|env ...`` (``--help`` on each)."""
+"""Command line: ``python -m companion bench|plan|check|env ...`` (``--help`` on each)."""
 from __future__ import annotations
 
 import argparse
@@ -19,12 +19,55 @@ def _env(argv) -> int:
     return 0
 
 
+def _check(argv) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m companion check",
+        description="Recompute the seeds' claims (data/claims.yaml) and print each verdict, or "
+                    "check an answer to one of the book's exercises.")
+    p.add_argument("claims", nargs="*", metavar="CLAIM_ID",
+                   help="claim ids to recompute (default: every claim with a numeric check)")
+    p.add_argument("--exercise", nargs=2, metavar=("ID", "ANSWER"),
+                   help="check ANSWER (a number or a word) for the exercise ID")
+    p.add_argument("--json", action="store_true", help="print the claims as JSON")
+    args = p.parse_args(argv)
+    if args.exercise:
+        from .exercises import check
+        exercise_id, raw = args.exercise
+        try:
+            answer = float(raw)
+        except ValueError:
+            answer = raw
+        verdict = check(exercise_id, answer)
+        print(verdict)
+        return 0 if verdict else 1
+    from . import claims
+    ids = args.claims or list(claims.checkable())
+    rows = []
+    for claim_id in ids:
+        c = claims.evaluate(claim_id)
+        expected = claims.claim(claim_id)["expected_verdict"]
+        rows.append({"id": c.id, "verdict": c.verdict, "catalogue": expected,
+                     "agree": c.verdict == expected, "detail": c.detail})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        width = max(len(r["id"]) for r in rows)
+        for r in rows:
+            mark = "" if r["agree"] else f"  (catalogue says {r['catalogue']})"
+            print(f"{r['id']:<{width}}  {r['verdict']:<14}{mark}")
+        print(f"{len(rows)} claims recomputed; "
+              f"{sum(not r['agree'] for r in rows)} disagree with the catalogue")
+    return 0 if all(r["agree"] for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    usage = ("usage: python -m companion {bench,plan,env} ...\n\n"
+    usage = ("usage: python -m companion {bench,plan,check,env} ...\n\n"
              "  bench {gemm,bandwidth,collectives} [--help]   run a real kernel benchmark\n"
              "  plan --model M --gpu G --gpus N --global-batch B [--top K] [--json]\n"
              "                                               fastest parallel layouts\n"
+             "  check [CLAIM_ID ...] [--json] | --exercise ID ANSWER\n"
+             "                                               recompute the seeds' claims\n"
              "  env [--device cuda]                          print this machine's provenance\n")
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
@@ -32,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "env":
         return _env(rest)
+    if cmd == "check":
+        try:
+            return _check(rest)
+        except (ValueError, TypeError) as e:  # an unknown id: say so, without a traceback
+            print(f"python -m companion check: {e}", file=sys.stderr)
+            return 2
     if cmd == "plan":
         from .search import main as plan
         return plan(rest)

@@ -1,8 +1,8 @@
 """Megatron-style training step time: TP, SP, PP, DP/ZeRO, CP and EP on a real cluster.
 
 :func:`estimate` prices one training step of a :class:`Transformer` laid out by a
-:class:`Layout` on a :class:`Cluster`; :func:`companion.search.search` prices every valid
-layout at once. Both run :func:`step_arrays`, written once over numpy arrays (``estimate``
+:class:`Layout` on a :class:`Cluster`; :func:`search` (from :mod:`companion.search`) prices
+every valid layout at once. Both run :func:`step_arrays`, written once over numpy arrays (``estimate``
 passes arrays of length one), so one code path serves one layout and a million.
 
 One step on the critical pipeline stage, per microbatch and per layer: GEMMs (the roofline
@@ -17,7 +17,7 @@ fraction (p - 1)/(m v)) and point-to-point sends; data parallelism adds the grad
 reduction, hidden behind the last microbatch's backward when the stack overlaps it; the
 optimizer streams its state once. Collectives come from :mod:`companion.fabric`.
 
-Software matters as much as hardware: :data:`STACKS` names what each Megatron generation
+Software matters as much as hardware: :data:`~companion.machine.STACKS` names what each Megatron generation
 did (the 2021-2022 papers ran unfused attention and exposed every collective).
 """
 from __future__ import annotations
@@ -30,93 +30,12 @@ import pandas as pd
 
 from companion import checks, comm, fabric, hardware, roofline
 from companion.calibration import DEFAULT, Calibration
+from companion.machine import STACKS, Cluster, Stack, cluster, stack
 from companion.model import Layout, Transformer, check_layout, preset, presets
+from companion.search import search
 from companion.steptime import (FLOP_CONVENTIONS, RECOMPUTE_CODE, derived_arrays,
                                 memory_arrays, model_flops_per_token, stage_layers,
                                 step_arrays)
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """The machine a job runs on: scale-up domains joined by a scale-out network.
-
-    Bandwidths are bytes/s per GPU per direction (``scaleout_Bps`` sums a GPU's NICs).
-    """
-
-    name: str
-    gpus_per_domain: int
-    scaleup_Bps: float
-    scaleout_Bps: float
-    source: str = ""
-
-    def __post_init__(self):
-        checks.number("gpus_per_domain", self.gpus_per_domain, integer=True, minimum=1)
-        checks.number("scaleup_Bps", self.scaleup_Bps, positive=True)
-        checks.number("scaleout_Bps", self.scaleout_Bps, positive=True)
-
-
-# Narayanan et al. 2021 (arXiv:2104.04473), Section 5: Selene's DGX A100 nodes hold 8 A100
-# 80GB joined by NVLink/NVSwitch and 8 Mellanox 200 Gb/s HDR InfiniBand HCAs.
-_DGX_A100 = ("DGX A100 (8 GPUs, NVSwitch, 8 x HDR 200 Gb/s)", "Narayanan et al. 2021, "
-             "arXiv:2104.04473, Section 5 (Selene: 8 A100 per node, 8 HDR HCAs per node)")
-
-
-def cluster(gpu, system: str | Cluster | None = None) -> Cluster:
-    """The :class:`Cluster` for ``gpu`` in ``system`` (a name in the hardware registry, a
-    Cluster, or None for the GPU's usual node: DGX A100 for A100, otherwise the registry's
-    system built around that GPU, e.g. DGX H100 or GB200 NVL72)."""
-    g = hardware.gpu(gpu)
-    if isinstance(system, Cluster):
-        return system
-    if system is None:
-        table = hardware.systems()
-        rows = table[table["gpu"] == g.key]
-        if len(rows):
-            system = rows.iloc[0]["name"]
-        elif g.key.startswith("a100"):
-            nic = hardware.link("HDR").per_direction_Bps
-            return Cluster(_DGX_A100[0], 8, g.scaleup_Bps, nic, _DGX_A100[1])
-        else:
-            raise ValueError(f"no system in the registry holds {g.name}; pass system= "
-                             f"(a registry name or a Cluster)")
-    s = hardware.system(system)
-    scaleup = g.scaleup_Bps if g.scaleup_Bps is not None else s.gpu().scaleup_Bps
-    return Cluster(s.name, s.scaleup_domain_gpus, scaleup, s.scaleout_Bps / s.gpu_count,
-                   s.source)
-
-
-@dataclass(frozen=True)
-class Stack:
-    """What the training software does: fused attention, and which collectives it overlaps."""
-
-    name: str
-    flash_attention: bool
-    overlap_tp: bool
-    overlap_grad_reduce: bool
-    overlap_p2p: bool
-    overlap_ep: bool = False
-    causal: bool = True
-    grad_reduce_bytes: int = 2
-
-
-#: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.
-#: 2022: unfused (fused-softmax) attention computing the whole score matrix, every TP
-#: collective and pipeline send on the critical path, gradients all-reduced after the
-#: backward pass. ``megatron-core``: Megatron-Core with Transformer Engine (2024-2025):
-#: FlashAttention-style fused kernels skipping masked blocks, TP communication overlapped
-#: with GEMMs (``--tp-comm-overlap``), gradient reduce-scatter overlapped with the backward
-#: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``).
-STACKS = {
-    "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
-                           overlap_grad_reduce=False, overlap_p2p=False),
-    "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
-                           overlap_grad_reduce=True, overlap_p2p=True),
-}
-
-
-def stack(name: str | Stack) -> Stack:
-    """A :class:`Stack` by name (see :data:`STACKS`), or the object itself."""
-    return name if isinstance(name, Stack) else STACKS[checks.choice("stack", name, STACKS)]
 
 
 def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False) -> dict:
@@ -204,7 +123,7 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     ``model`` is a :class:`Transformer` or a preset name; ``gpu`` a registry name or spec;
     ``num_gpus`` (default ``layout.num_gpus``) must equal tp x pp x dp x cp; ``system`` a
     registry system name, a :class:`Cluster`, or None for the GPU's usual node (see
-    :func:`cluster`); ``software`` a :data:`STACKS` name or :class:`Stack`;
+    :func:`cluster`); ``software`` a :data:`~companion.machine.STACKS` name or :class:`Stack`;
     ``layout.global_batch`` must be set. A layout that does not fit in memory is still timed,
     with ``fits=False`` and the reason.
     """
@@ -339,7 +258,7 @@ def _system(row):
     return name if isinstance(name, str) and name in set(hardware.systems()["name"]) else None
 
 
-__all__ = ["published_runs", "run_layout", "validate", "PUBLISHED_RUNS", "Transformer", "Layout", "check_layout", "preset", "presets", "Cluster", "cluster",
+__all__ = ["published_runs", "run_layout", "validate", "PUBLISHED_RUNS", "search", "Transformer", "Layout", "check_layout", "preset", "presets", "Cluster", "cluster",
            "Stack", "STACKS", "stack", "FLOP_CONVENTIONS", "model_flops_per_token", "Estimate",
            "estimate", "step_arrays", "memory_arrays", "layout_arrays", "derived_arrays",
            "stage_layers"]

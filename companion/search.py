@@ -26,7 +26,7 @@ import pandas as pd
 from companion import checks, hardware
 from companion.calibration import DEFAULT, Calibration
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, preset
-from companion.parallel import cluster, stack
+from companion.machine import cluster, stack
 from companion.steptime import (derived_arrays, memory_arrays, stage_layers, step_arrays)
 
 ZERO_NAMES = {0: "none", 1: "distributed optimizer", 2: "zero-2", 3: "zero-3"}
@@ -220,7 +220,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     ``sequence_parallel`` and ``zero`` (0 none, 1 Megatron's distributed optimizer, 2 and 3
     ZeRO stages) list the options to try, and ``vpp`` the interleaving degrees (or
     ``"all"``); ``max_tp``, ``max_cp`` and ``max_microbatch`` bound the enumeration (None: no
-    bound). See :func:`candidates`. The frame's ``attrs`` record how many candidates were priced
+    bound). See :func:`~companion.search.candidates`. The frame's ``attrs`` record how many candidates were priced
     (``candidates``) and how many fit (``feasible``).
     """
     model = preset(model) if isinstance(model, str) else model

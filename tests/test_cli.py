@@ -30,3 +30,18 @@ def test_plan_prints_layouts_and_json(capsys):
                  "--global-batch", "8"]) == 2
     assert "H100" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "plan" in capsys.readouterr().out
+
+
+def test_check_recomputes_claims_and_checks_exercises(capsys):
+    # 128 NVL72 racks hold 128 x 72 = 9216 GPUs, not the seed's 8192: the verdict is "wrong"
+    assert main(["check", "8192-gpus-in-128-nvl72"]) == 0
+    assert "wrong" in capsys.readouterr().out
+    assert main(["check", "--json", "nvl72-is-36-gpus"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["id"] == "nvl72-is-36-gpus" and row["agree"]
+    # Narayanan et al. 2021: the interleaved bubble is (p - 1)/(m v) = 7/192 for p 8, m 64, v 3
+    assert main(["check", "--exercise", "par-bubble-table5", str(7 / 192)]) == 0
+    assert main(["check", "--exercise", "par-bubble-table5", "0.5"]) == 1
+    assert "too high" in capsys.readouterr().out
+    assert main(["check", "no-such-claim"]) == 2
+    assert "unknown claim_id" in capsys.readouterr().err

@@ -1,0 +1,96 @@
+"""The machine and the software a training step runs on: :class:`Cluster` (scale-up domains
+joined by a scale-out network, from the hardware registry) and :class:`Stack` (what a Megatron
+generation fuses and overlaps). :mod:`companion.parallel` and :mod:`companion.search` both
+price layouts on them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from companion import checks, hardware
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The machine a job runs on: scale-up domains joined by a scale-out network.
+
+    Bandwidths are bytes/s per GPU per direction (``scaleout_Bps`` sums a GPU's NICs).
+    """
+
+    name: str
+    gpus_per_domain: int
+    scaleup_Bps: float
+    scaleout_Bps: float
+    source: str = ""
+
+    def __post_init__(self):
+        checks.number("gpus_per_domain", self.gpus_per_domain, integer=True, minimum=1)
+        checks.number("scaleup_Bps", self.scaleup_Bps, positive=True)
+        checks.number("scaleout_Bps", self.scaleout_Bps, positive=True)
+
+
+# Narayanan et al. 2021 (arXiv:2104.04473), Section 5: Selene's DGX A100 nodes hold 8 A100
+# 80GB joined by NVLink/NVSwitch and 8 Mellanox 200 Gb/s HDR InfiniBand HCAs.
+_DGX_A100 = ("DGX A100 (8 GPUs, NVSwitch, 8 x HDR 200 Gb/s)", "Narayanan et al. 2021, "
+             "arXiv:2104.04473, Section 5 (Selene: 8 A100 per node, 8 HDR HCAs per node)")
+
+
+def cluster(gpu, system: str | Cluster | None = None) -> Cluster:
+    """The :class:`Cluster` for ``gpu`` in ``system`` (a name in the hardware registry, a
+    Cluster, or None for the GPU's usual node: DGX A100 for A100, otherwise the registry's
+    system built around that GPU, e.g. DGX H100 or GB200 NVL72)."""
+    g = hardware.gpu(gpu)
+    if isinstance(system, Cluster):
+        return system
+    if system is None:
+        table = hardware.systems()
+        rows = table[table["gpu"] == g.key]
+        if len(rows):
+            system = rows.iloc[0]["name"]
+        elif g.key.startswith("a100"):
+            nic = hardware.link("HDR").per_direction_Bps
+            return Cluster(_DGX_A100[0], 8, g.scaleup_Bps, nic, _DGX_A100[1])
+        else:
+            raise ValueError(f"no system in the registry holds {g.name}; pass system= "
+                             f"(a registry name or a Cluster)")
+    s = hardware.system(system)
+    scaleup = g.scaleup_Bps if g.scaleup_Bps is not None else s.gpu().scaleup_Bps
+    return Cluster(s.name, s.scaleup_domain_gpus, scaleup, s.scaleout_Bps / s.gpu_count,
+                   s.source)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What the training software does: fused attention, and which collectives it overlaps."""
+
+    name: str
+    flash_attention: bool
+    overlap_tp: bool
+    overlap_grad_reduce: bool
+    overlap_p2p: bool
+    overlap_ep: bool = False
+    causal: bool = True
+    grad_reduce_bytes: int = 2
+
+
+#: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.
+#: 2022: unfused (fused-softmax) attention computing the whole score matrix, every TP
+#: collective and pipeline send on the critical path, gradients all-reduced after the
+#: backward pass. ``megatron-core``: Megatron-Core with Transformer Engine (2024-2025):
+#: FlashAttention-style fused kernels skipping masked blocks, TP communication overlapped
+#: with GEMMs (``--tp-comm-overlap``), gradient reduce-scatter overlapped with the backward
+#: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``).
+STACKS = {
+    "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
+                           overlap_grad_reduce=False, overlap_p2p=False),
+    "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
+                           overlap_grad_reduce=True, overlap_p2p=True),
+}
+
+
+def stack(name: str | Stack) -> Stack:
+    """A :class:`Stack` by name (see :data:`~companion.machine.STACKS`), or the object itself."""
+    return name if isinstance(name, Stack) else STACKS[checks.choice("stack", name, STACKS)]
+
+
+__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack"]
