@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 _SUBMODULES = (
     "units", "hardware", "formats", "blockscale", "formats_torch", "experiment", "speedup",
     "roofline", "memory", "model", "comm", "fabric", "parallel", "search", "steptime",
-    "calibration", "power", "reliability", "stack", "claims", "exercises", "explore", "bench",
-    "checks",
+    "calibration", "machine", "power", "cases", "reliability", "stack", "claims", "exercises",
+    "explore", "bench", "checks",
 )
 __all__ = ["__version__", *_SUBMODULES]
 

@@ -1,0 +1,179 @@
+"""The seeds' scenarios priced end to end: layout search, step time, days, energy and cost.
+
+Chapter "Case studies". A :class:`Scenario` names a model, a token budget, a machine, a
+precision and a global batch. :func:`price` asks :func:`companion.search.search` for the
+fastest layout Megatron can run, turns its step time into days for the token budget, and
+prices the run with :mod:`companion.power`: every GPU at its TDP (or a measured draw), each
+GPU's share of its node's or rack's nameplate power for CPUs, NICs and fans, and a PUE at the
+meter. Every figure therefore inherits the step-time model's validation: on the held-out
+2024-25 runs it is optimistic, and :func:`heldout_shortfall` says by how much on average, so a
+chapter can show the model's days next to days at that measured shortfall.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from companion import checks, hardware, parallel, power
+from companion.machine import Cluster, cluster
+from companion.model import PRECISIONS, Layout, preset
+from companion.search import layout_of, search
+from companion.steptime import model_flops_per_token
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One training job: ``model`` (a preset name) on ``num_gpus`` ``gpu`` s for ``tokens``
+    tokens, ``global_batch`` sequences per step, GEMMs in ``precision``, on ``system`` (a
+    registry name; None: the GPU's usual node) or an explicit :class:`~companion.machine.Cluster`."""
+
+    name: str
+    model: str
+    gpu: str
+    num_gpus: int
+    tokens: float
+    global_batch: int
+    precision: str = "bf16"
+    system: str | Cluster | None = None
+
+    def __post_init__(self):
+        preset(self.model)  # raises with close matches for an unknown name
+        hardware.gpu(self.gpu)
+        checks.number("num_gpus", self.num_gpus, integer=True, minimum=1)
+        checks.number("tokens", self.tokens, positive=True)
+        checks.number("global_batch", self.global_batch, integer=True, minimum=1)
+        checks.choice("precision", self.precision, PRECISIONS)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A :class:`Scenario` at its fastest layout: the step, the whole run, and its energy."""
+
+    scenario: Scenario
+    layout: Layout
+    cluster: str
+    step_time_s: float
+    sequences_per_step: int
+    mfu: float
+    model_tflops_per_gpu: float
+    breakdown: dict
+    run: power.TrainingRun
+
+    @property
+    def steps(self) -> float:
+        return self.run.tokens / (self.sequences_per_step * preset(self.scenario.model).seq_len)
+
+    @property
+    def days(self) -> float:
+        return self.run.days
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.run.gpu_hours
+
+    @property
+    def gpu_kwh(self) -> float:
+        """The GPUs alone, at the power the scenario was priced with."""
+        return power.to_kwh(self.run.gpu_energy_j)
+
+    @property
+    def facility_kwh(self) -> float:
+        """Energy at the meter in kWh (GPUs and their share of hosts and network, times the PUE)."""
+        return power.to_kwh(self.run.energy_j)
+
+    @property
+    def electricity_cost(self) -> float:
+        return self.run.electricity_cost
+
+
+@functools.cache
+def _fastest(model, gpu, num_gpus, global_batch, precision, system):
+    frame = search(model, gpu, num_gpus, global_batch, system=system, precision=precision,
+                   top=1)
+    if frame.empty:
+        raise ValueError(f"no layout of {model} on {num_gpus} x {gpu} at a global batch of "
+                         f"{global_batch} fits in memory ({precision})")
+    return frame.iloc[0], frame.attrs["cluster"]
+
+
+def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
+          pue: float = 1.0, price_per_kwh: float = 0.0) -> Outcome:
+    """The fastest feasible layout of ``scenario`` and the run it implies.
+
+    GPUs draw ``gpu_w`` each (default: TDP, an upper bound for a training run); ``host=True``
+    adds each GPU's share of the non-GPU nameplate power of the scenario's node or rack
+    (:func:`companion.power.system_power`; a custom Cluster named like a registry system uses
+    that system's); ``pue`` multiplies everything at the meter; ``price_per_kwh`` in any
+    currency.
+    """
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"scenario must be a Scenario; got {type(scenario).__name__}")
+    s = scenario
+    row, cluster_name = _fastest(s.model, s.gpu, s.num_gpus, s.global_batch, s.precision,
+                                 s.system)
+    g = hardware.gpu(s.gpu)
+    watts = g.tdp_w if gpu_w is None else checks.number("gpu_w", gpu_w, positive=True)
+    host_w = power.system_power(_system_name(s)).rest_per_gpu_w if host else 0.0
+    seq = preset(s.model).seq_len
+    steps = s.tokens / (int(row["global_batch"]) * seq)
+    run = power.TrainingRun(
+        flops=model_flops_per_token(preset(s.model)) * s.tokens,
+        tokens=float(s.tokens), num_gpus=s.num_gpus, time_s=steps * float(row["step_time_s"]),
+        gpu_power_w=watts, host_w_per_gpu=host_w, pue=checks.number("pue", pue, minimum=1.0),
+        price_per_kwh=checks.number("price_per_kwh", price_per_kwh, nonnegative=True),
+        price_per_gpu_hour=0.0)
+    parts = {k: float(row[k]) for k in row.index if k.endswith("_s") and k != "step_time_s"}
+    return Outcome(s, layout_of(row, s.precision), cluster_name, float(row["step_time_s"]),
+                   int(row["global_batch"]), float(row["mfu"]),
+                   float(row["model_tflops_per_gpu"]), parts, run)
+
+
+def _system_name(s: Scenario) -> str:
+    if not isinstance(s.system, Cluster):
+        return s.system or cluster(s.gpu).name
+    names = [n for n in hardware.systems()["name"] if s.system.name.startswith(n)]
+    if not names:
+        raise ValueError(f"cluster {s.system.name!r} does not start with a registry system's "
+                         f"name, so its power budget is unknown; pass host=False or build it "
+                         f"with with_scaleout()")
+    return max(names, key=len)
+
+
+def with_scaleout(base: str, scaleout_Bps: float, name: str) -> Cluster:
+    """The registry system ``base`` with another scale-out bandwidth per GPU (bytes/s per
+    direction), e.g. a DGX B200 cabled with NDR200 instead of NDR400. ``name`` must start with
+    ``base`` so that :func:`price` still finds the node's nameplate power."""
+    if not name.startswith(base):
+        raise ValueError(f"name must start with the base system {base!r} (its power budget is "
+                         f"looked up by that name); got {name!r}")
+    return replace(cluster(hardware.system(base).gpu().key, base), name=name,
+                   scaleout_Bps=checks.number("scaleout_Bps", scaleout_Bps, positive=True))
+
+
+def table(outcomes) -> pd.DataFrame:
+    """One row per :class:`Outcome`: layout, step, MFU, days, GPU-hours and energy."""
+    rows = []
+    for o in outcomes:
+        lay = o.layout
+        rows.append({
+            "scenario": o.scenario.name, "gpu": hardware.gpu(o.scenario.gpu).name,
+            "precision": o.scenario.precision, "gpus": o.scenario.num_gpus,
+            "layout": f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" VPP{lay.vpp}" if lay.vpp > 1
+                                                             else "") + f" mb{lay.microbatch}",
+            "step_s": o.step_time_s, "mfu": o.mfu, "tflops_per_gpu": o.model_tflops_per_gpu,
+            "days": o.days, "gpu_hours": o.gpu_hours, "gpu_mwh": o.gpu_kwh / 1e3,
+            "facility_mwh": o.facility_kwh / 1e3, "electricity_cost": o.electricity_cost})
+    return pd.DataFrame(rows)
+
+
+def heldout_shortfall() -> float:
+    """Mean of measured over predicted step time on the held-out published runs
+    (:func:`companion.parallel.validate`): how much longer real 2024-25 runs took than the
+    model says. Reported next to the model's figures, never folded into them."""
+    v = parallel.validate(held_out=True)
+    return float((v["measured_step_time_s"] / v["predicted_step_time_s"]).mean())
+
+
+__all__ = ["Scenario", "Outcome", "price", "with_scaleout", "table", "heldout_shortfall"]
