@@ -179,46 +179,12 @@ def build_model(config: ModelConfig, recipe: str, seed: int = 0):
     return model
 
 
-class _SeededQuantizer:
-    """Reproducible stochastic rounding for one QLinear tensor role.
-
-    formats_torch's quantizers draw stochastic-rounding noise with ``seed=None``, which for CPU
-    tensors means fresh OS entropy (numpy's default_rng(None)): NVFP4 runs would not repeat
-    under ``torch.manual_seed``. This wrapper passes a seed from its own generator instead.
-    """
-
-    def __init__(self, inner, seed):
-        self.inner = inner
-        self.rng = np.random.default_rng(seed)
-
-    @property
-    def scheme(self):
-        return self.inner.scheme
-
-    @property
-    def state(self):
-        return self.inner.state
-
-    @state.setter
-    def state(self, value):
-        self.inner.state = value
-
-    def __call__(self, t, axis, role, rounding="nearest", hadamard_seed=None):
-        if rounding != "stochastic" or self.inner.state is not None:
-            return self.inner(t, axis, role, rounding, hadamard_seed)
-        from companion import blockscale
-        deq, _ = blockscale.block_quantize(t, self.scheme, axis=axis, pad=True, role=role,
-                                           rounding=rounding, seed=int(self.rng.integers(2**31)),
-                                           hadamard_seed=hadamard_seed)
-        return deq
-
-
 def _seed_stochastic_rounding(model, seed):
+    # one reproducible noise stream per layer, so a run repeats under its seed
     from companion.formats_torch import QLinear
     layers = [m for m in model.modules() if isinstance(m, QLinear)]
     for i, layer in enumerate(layers):
-        if layer.recipe.grad_rounding == "stochastic":
-            layer.q_g = _SeededQuantizer(layer.q_g, [seed, i])
+        layer.seed_rounding([seed, i])
 
 
 def lr_at(step: int, lr: float, steps: int, warmup: int, final_fraction: float = 0.1) -> float:
@@ -292,18 +258,10 @@ def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
             return F.cross_entropy(logits[:, 1:-1].reshape(-1, config.vocab),
                                    tokens[:, 2:].reshape(-1))
 
-        quantizers = [q for m in model.modules() if hasattr(m, "q_x")
-                      for q in (m.q_x, m.q_w, m.q_g)]
-
         def evaluate():
-            # a forward pass advances delayed-scaling amax histories: put them back, so that
-            # measuring the model does not change how it trains
-            states = [q.state for q in quantizers]
+            # no_grad: QLinear leaves its delayed-scaling histories where training left them
             with torch.no_grad():
-                loss = float(loss_of(held_out, model(held_out)))
-            for q, state in zip(quantizers, states):
-                q.state = state
-            return loss
+                return float(loss_of(held_out, model(held_out)))
 
         losses, evals = [], [(0, evaluate())]
         diverged = False

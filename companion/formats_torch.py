@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import torch
 
 from companion import blockscale, checks
@@ -22,15 +23,17 @@ ACCUMULATE = ("fp32", "limited")
 
 
 def quantize_operand(t, scheme: str, axis: int = -1, role: str = "activation",
-                     rounding: str = "nearest", hadamard_seed: int | None = None):
-    """Quantize-dequantize a GEMM operand along its reduction ``axis`` (float32 result)."""
+                     rounding: str = "nearest", hadamard_seed: int | None = None,
+                     seed: int | None = None):
+    """Quantize-dequantize a GEMM operand along its reduction ``axis`` (float32 result).
+    ``seed`` seeds stochastic rounding's noise (None: fresh entropy, not reproducible)."""
     checks.choice("scheme", scheme, PLAIN + blockscale.SCHEMES)
     if scheme == "fp32":
         return t.float()
     if scheme == "bf16":
         return t.to(torch.bfloat16).float()
     deq, _ = blockscale.block_quantize(t, scheme, axis=axis, pad=True, role=role,
-                                       rounding=rounding, hadamard_seed=hadamard_seed)
+                                       rounding=rounding, seed=seed, hadamard_seed=hadamard_seed)
     return deq
 
 
@@ -112,18 +115,23 @@ RECIPES = {r.name: r for r in (
 
 
 class _Quantizer:
-    """Quantizes one tensor role of one layer; holds the delayed-scaling state if any."""
+    """Quantizes one tensor role of one layer; holds the delayed-scaling state if any, and
+    the generator that seeds each stochastic rounding (so runs repeat under a fixed seed)."""
 
-    def __init__(self, scheme, delayed):
+    def __init__(self, scheme, delayed, rounding_seed):
         self.scheme = scheme
         fmt = "e5m2" if scheme == "fp8_e5m2_tensor" else "e4m3"
         self.state = _f.DelayedScaling(fmt=fmt) if delayed else None
+        self.rng = np.random.default_rng(rounding_seed)
 
-    def __call__(self, t, axis, role, rounding="nearest", hadamard_seed=None):
+    def __call__(self, t, axis, role, rounding="nearest", hadamard_seed=None, advance=True):
+        seed = int(self.rng.integers(2**31)) if rounding == "stochastic" else None
         if self.state is not None:
-            deq, self.state = self.state.quantize(t, rounding=rounding)
+            deq, nxt = self.state.quantize(t, rounding=rounding, seed=seed)
+            if advance:  # inference must not move the amax history training scales from
+                self.state = nxt
             return deq
-        return quantize_operand(t, self.scheme, axis, role, rounding, hadamard_seed)
+        return quantize_operand(t, self.scheme, axis, role, rounding, hadamard_seed, seed)
 
 
 def _axis_free(scheme):
@@ -142,8 +150,8 @@ class QuantizedLinearFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, layer):
         x2 = x.reshape(-1, x.shape[-1]).float()
         w = weight.float()
-        qx = layer.q_x(x2, axis=-1, role="activation")
-        qw = layer.q_w(w, axis=-1, role="weight")
+        qx = layer.q_x(x2, axis=-1, role="activation", advance=layer._advance)
+        qw = layer.q_w(w, axis=-1, role="weight", advance=layer._advance)
         y = accumulate_matmul(qx, qw.t(), layer.accumulate, layer.promote_every)
         if bias is not None:
             y = y + bias.float()
@@ -179,7 +187,11 @@ class QLinear(torch.nn.Module):
     """A Linear layer whose GEMMs are emulated in a low-precision recipe (see ``RECIPES``).
 
     Parameters stay float32 (master weights); outputs are float32. ``accumulate`` and
-    ``promote_every`` select the accumulation emulation of :func:`accumulate_matmul`.
+    ``promote_every`` select the accumulation emulation of :func:`accumulate_matmul`. ``seed``
+    seeds the Wgrad Hadamard signs and the stochastic rounding of each tensor role
+    (:meth:`seed_rounding` reseeds the latter). Delayed-scaling histories advance only in a
+    training forward pass with gradients enabled, so evaluating the model does not change how
+    it trains.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
@@ -199,10 +211,17 @@ class QLinear(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
         r = self.recipe
-        self.q_x = _Quantizer(r.x, r.delayed)
-        self.q_w = _Quantizer(r.w, r.delayed)
-        self.q_g = _Quantizer(r.g, r.delayed)
+        self.q_x = _Quantizer(r.x, r.delayed, [seed, 0])
+        self.q_w = _Quantizer(r.w, r.delayed, [seed, 1])
+        self.q_g = _Quantizer(r.g, r.delayed, [seed, 2])
         self._hadamard_seed = seed
+        self._advance = True
+
+    def seed_rounding(self, seed) -> None:
+        """Reseed the stochastic rounding of every tensor role (``seed``: anything
+        ``numpy.random.default_rng`` takes, e.g. ``[run_seed, layer_index]``)."""
+        for q in (self.q_x, self.q_w, self.q_g):
+            q.rng = np.random.default_rng(seed)
 
     def next_hadamard_seed(self) -> int:
         """Seed of the next Wgrad Hadamard transform: fresh random signs every step."""
@@ -211,6 +230,8 @@ class QLinear(torch.nn.Module):
 
     def forward(self, x):
         """y = x W^T + b, with the recipe's quantized GEMMs."""
+        # grad mode is off inside autograd.Function.forward: decide here
+        self._advance = self.training and torch.is_grad_enabled()
         return QuantizedLinearFunction.apply(x, self.weight, self.bias, self)
 
     def extra_repr(self) -> str:

@@ -100,6 +100,37 @@ def test_delayed_scaling_history_advances_once_per_step():
     assert layer.q_g.state.fmt == "e5m2"
 
 
+def test_evaluation_leaves_the_delayed_scaling_history_alone():
+    layer = F.QLinear(32, 32, recipe="fp8_delayed")
+    layer(torch.randn(8, 32)).sum().backward()
+    before = (layer.q_x.state, layer.q_w.state)
+    with torch.no_grad():  # measuring the model must not change how it trains
+        layer(torch.randn(8, 32) * 100)
+    layer.eval()
+    layer(torch.randn(8, 32) * 100)  # eval mode, grad enabled: still inference
+    assert (layer.q_x.state, layer.q_w.state) == before
+    layer.train()
+    layer(torch.randn(8, 32)).sum().backward()
+    assert len(layer.q_x.state.history) == 2
+
+
+def _nvfp4_grad(seed, rounding_seed=None):
+    torch.manual_seed(0)
+    layer = F.QLinear(64, 32, recipe="nvfp4", seed=seed)
+    if rounding_seed is not None:
+        layer.seed_rounding(rounding_seed)
+    x = torch.randn(16, 64, generator=torch.Generator().manual_seed(1))
+    layer(x).square().sum().backward()
+    return layer.weight.grad.clone()
+
+
+def test_stochastic_rounding_repeats_under_a_seed():
+    # NVFP4 rounds gradients stochastically: the same seed gives the same gradient bit for bit,
+    # another seed another one
+    assert torch.equal(_nvfp4_grad(3), _nvfp4_grad(3))
+    assert not torch.equal(_nvfp4_grad(3, [7, 0]), _nvfp4_grad(3, [8, 0]))
+
+
 def test_bad_recipe_name():
     with pytest.raises(ValueError, match="nvfp4"):
         F.QLinear(8, 8, recipe="nvfp5")
