@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the companion's GPU benchmarks once and save their records (JSON with provenance).
+# Run the companion's GPU benchmarks (GEMM, HBM bandwidth, board power, NCCL) once and save their records (JSON with provenance).
 # Usage on a machine with an NVIDIA GPU and this repo's environment:
 #   bash benchmarks/gpu_suite.sh [OUT_DIR]      (default: data/measurements)
 # Each record names the device, driver, CUDA/NCCL/torch versions, date, git commit and command.
@@ -10,6 +10,7 @@ mkdir -p "$out"
 $py -m companion env --device cuda
 $py -m companion bench gemm --device cuda --save --out "$out"
 $py -m companion bench bandwidth --device cuda --save --out "$out"
+$py -m companion bench power --save --out "$out"
 ngpu=$($py -c "import torch; print(torch.cuda.device_count())")
 if [ "$ngpu" -ge 2 ]; then
   $py -m companion bench collectives --procs "$ngpu" --backend nccl --save --record-dir "$out"

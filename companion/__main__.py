@@ -6,7 +6,7 @@ import importlib
 import json
 import sys
 
-BENCHES = ("gemm", "bandwidth", "collectives")
+BENCHES = ("gemm", "bandwidth", "collectives", "power")
 
 
 def _env(argv) -> int:
@@ -63,7 +63,8 @@ def _check(argv) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     usage = ("usage: python -m companion {bench,plan,check,env} ...\n\n"
-             "  bench {gemm,bandwidth,collectives} [--help]   run a real kernel benchmark\n"
+             "  bench {gemm,bandwidth,collectives,power} [--help]\n"
+             "                                               run a real kernel benchmark\n"
              "  plan --model M --gpu G --gpus N --global-batch B [--top K] [--json]\n"
              "                                               fastest parallel layouts\n"
              "  check [CLAIM_ID ...] [--json] | --exercise ID ANSWER\n"
