@@ -69,6 +69,10 @@ TOKEN_ID_BYTES = 4
 SEED_GPU_KW = 0.69
 SEED_NODE_KW = 8.5
 SEED_YUAN_PER_KWH = 0.8
+# The same seed's 13B run: "3,800 GPU-hours" on 128 H100 in FP8 (the 54% argument), "3.5 days"
+# for 300B tokens on the same 128 H100 and "1.5 days" on B200 (its advice section).
+SEED_13B_H100_GPU_HOURS = 3800
+SEED_13B_H100_DAYS, SEED_13B_B200_DAYS = 3.5, 1.5
 
 HOUR_S = 3600.0
 DAY_S = 86400.0

@@ -8,7 +8,8 @@ import numpy as np
 
 from companion import comm, fabric, hardware, memory, model, parallel, roofline, units
 from companion.claims import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS, HOUR_S,
-                              SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH, SHOEYBI_GPUS_PER_SERVER,
+                              SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS, SEED_GPU_KW, SEED_NODE_KW,
+                              SEED_YUAN_PER_KWH, SHOEYBI_GPUS_PER_SERVER,
                               SHOEYBI_INTER_SERVER_Bps, SHOEYBI_INTRA_SERVER_Bps, TOKEN_ID_BYTES,
                               Finding, _check, _near, _pct, _pf)
 
@@ -371,8 +372,9 @@ def _cluster_193():
 @_check("b200-energy-54pct-from-assumed-gpu-hours", "energy saving")
 def _energy_54():
     h100, b200 = hardware.gpu("H100"), hardware.gpu("B200")
-    h100_kwh, b200_kwh = 3800 * SEED_GPU_KW, 1200 * b200.tdp_w / 1e3
-    speedup, fp8 = 3800 / 1200, b200.peak_flops("fp8") / h100.peak_flops("fp8")
+    h100_kwh, b200_kwh = SEED_13B_H100_GPU_HOURS * SEED_GPU_KW, 1200 * b200.tdp_w / 1e3
+    speedup = SEED_13B_H100_GPU_HOURS / 1200
+    fp8 = b200.peak_flops("fp8") / h100.peak_flops("fp8")
     return 0.54, 1 - b200_kwh / h100_kwh, [
         Finding("3,800 GPU-hours x 0.69 kW = 2,622 kWh", f"{h100_kwh:,.0f} kWh", _near(2622, h100_kwh)),
         Finding("54% less", _pct(1 - b200_kwh / h100_kwh), _near(0.54, 1 - b200_kwh / h100_kwh)),
@@ -382,7 +384,7 @@ def _energy_54():
 @_check("13b-300b-tokens-3p5-days-4000-yuan", "yuan")
 def _13b_cost():
     h100 = hardware.gpu("H100")
-    hours = 3.5 * DAY_S / HOUR_S
+    hours = SEED_13B_H100_DAYS * DAY_S / HOUR_S
     per_gpu = 6 * 13e9 * 300e9 / (128 * 3.5 * DAY_S)
     gpu_yuan = 128 * SEED_GPU_KW * hours * SEED_YUAN_PER_KWH
     node_yuan = 128 / 8 * SEED_NODE_KW * hours * SEED_YUAN_PER_KWH

@@ -84,7 +84,7 @@ def test_chapter_tables():
     # GB200 NVL72 datasheet: 20 PFLOP/s FP4 (sparse) per GPU; HGX B200: 18, dense BF16 2.25
     assert gap["pflops"].iloc[:4].tolist() == pytest.approx([20, 18, 9, 2.25])
     fab = cs.fabric_table()
-    assert fab["scaleout_Gbps_per_gpu"].tolist() == [400, 200, 100]
+    assert fab["scaleout_Gbps_per_gpu"].tolist() == [400, 200, 100, 50]
     assert fab["mfu"].is_monotonic_decreasing
     frame = cs.run_frame("13B", 2.0, "days")
     assert set(frame["machine"]) == set(cs.MACHINES) and (frame["value"] > 0).all()

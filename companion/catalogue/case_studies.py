@@ -39,7 +39,8 @@ register(Exercise(
              "of 2,048 tokens per step. How many days does the fastest layout the search finds "
              "take, by the step-time model?",
     answer=_days_13b,
-    why="Days = tokens / (sequences per step x 2,048) x step time; the search picks the layout.",
+    why="Days = tokens / (sequences per step x 2,048) x step time / 86,400 s; the search "
+        "picks the layout.",
     rel_tol=0.02, unit="days"))
 
 register(Exercise(
@@ -57,7 +58,7 @@ register(Exercise(
     question="For the 13B run, what fraction of the GPUs' energy does B200 in FP4 save against "
              "H100 in FP8, both GPUs at TDP? Give a fraction (0.5 for 50%).",
     answer=_saving_13b_fp4,
-    why="1 - (GPU-hours x 1.0 kW) / (GPU-hours x 0.7 kW): the saving is set by the speed-up.",
+    why="1 - (B200 GPU-hours x 1.0 kW) / (H100 GPU-hours x 0.7 kW): the speed-up sets it.",
     rel_tol=0.02))
 
 register(Exercise(

@@ -33,13 +33,17 @@ MACHINES = {"H100, FP8": ("H100", "fp8"), "B200, FP8": ("B200", "fp8"),
 #: global batch (2,000 sequences of 2,048 tokens, 4M tokens) is this chapter's assumption.
 SEED_2000 = dict(model="seed-13b", gpu="B200", num_gpus=2000, tokens=300e9,
                  global_batch=2000, precision="bf16")
-#: Seed 000's fabric as it describes it: the DGX B200 as shipped (8 x 400 Gb/s NDR per node),
-#: the seed's single-port 200 Gb/s NDR, and that with "cross-pod bandwidth only 50% of
-#: theory" behind older HDR leaves. Bytes/s per GPU per direction, from the link registry.
+#: Seed 000's fabric, read four ways (bytes/s per GPU per direction, from the link registry):
+#: the DGX B200 as shipped (one 400 Gb/s NDR NIC per GPU); one single-port 200 Gb/s NDR link
+#: per GPU (the most generous reading of "200Gb/s单口的NDR"); that at half bandwidth everywhere
+#: (a bound on its "cross-pod bandwidth only 50% of theory", which the model cannot confine to
+#: cross-pod traffic); and two 200 Gb/s HCAs per 8-GPU node, as its NCCL_IB_HCA=mlx5_0,mlx5_1
+#: names.
 FABRICS = {
-    "NDR400, as shipped": lambda: hardware.link("NDR").per_direction_Bps,
-    "NDR200 (the seed's)": lambda: hardware.link("NDR200").per_direction_Bps,
-    "NDR200 at half across pods": lambda: 0.5 * hardware.link("NDR200").per_direction_Bps,
+    "NDR400 per GPU, as shipped": lambda: hardware.link("NDR").per_direction_Bps,
+    "NDR200 per GPU": lambda: hardware.link("NDR200").per_direction_Bps,
+    "NDR200 per GPU, at half everywhere": lambda: 0.5 * hardware.link("NDR200").per_direction_Bps,
+    "two NDR200 HCAs per node": lambda: 2 * hardware.link("NDR200").per_direction_Bps / 8,
 }
 PUE = power.PUE_INDUSTRY_AVERAGE
 
@@ -94,7 +98,8 @@ def fabric_outcomes() -> tuple:
 
 
 def fabric_table() -> pd.DataFrame:
-    """Step, MFU, model TFLOP/s per GPU and the exposed data-parallel share per fabric."""
+    """Step, MFU, model TFLOP/s per GPU, and the share of the step that is exposed
+    communication (TP, pipeline sends, DP) or pipeline bubble, per fabric."""
     rows = []
     for o in fabric_outcomes():
         lay = o.layout
@@ -104,13 +109,14 @@ def fabric_table() -> pd.DataFrame:
                                + (f" VPP{lay.vpp}" if lay.vpp > 1 else ""),
                      "step_s": o.step_time_s, "mfu": o.mfu,
                      "tflops_per_gpu": o.model_tflops_per_gpu,
-                     "exposed_comm_share": sum(o.breakdown.get(k, 0.0) for k in (
+                     "exposed_share": sum(o.breakdown.get(k, 0.0) for k in (
                          "tp_exposed_s", "pp_p2p_s", "dp_exposed_s", "bubble_s"))
                      / o.step_time_s})
     return pd.DataFrame(rows).set_index("fabric")
 
 
 MODELLED = "step-time model, 13B on 2,000 GPUs, "
+BF16_DENSE = "BF16 dense (what the seed trains in)"
 
 
 def headline_gap() -> pd.DataFrame:
@@ -121,7 +127,7 @@ def headline_gap() -> pd.DataFrame:
              hardware.gpu("GB200").peak_flops("fp4", sparse=True)),
             ("HGX/DGX B200 (1000 W), FP4, sparse", b200.peak_flops("fp4", sparse=True)),
             ("FP4 dense", b200.peak_flops("fp4")),
-            ("BF16 dense (what the seed trains in)", b200.peak_flops("bf16"))]
+            (BF16_DENSE, b200.peak_flops("bf16"))]
     for o in fabric_outcomes():
         rows.append((f"{MODELLED}{o.scenario.name}", o.model_tflops_per_gpu * 1e12))
     top = rows[0][1]
@@ -184,6 +190,6 @@ RUN_CHART = dict(x="gpus:Q", y="value:Q", color="machine:N", mark="line", x_scal
                  y_scale="log", tooltip=["machine", "gpus", alt.Tooltip("value:Q", format=".3g")],
                  title="Training a dense model: the fastest layout at each GPU count")
 
-__all__ = ["SEED_13B", "SEED_175B", "SEED_2000", "MACHINES", "FABRICS", "PUE", "quote",
+__all__ = ["MODELLED", "BF16_DENSE", "SEED_13B", "SEED_175B", "SEED_2000", "MACHINES", "FABRICS", "PUE", "quote",
            "outcomes", "outcome_table", "by_label", "fabric_outcomes", "fabric_table",
            "headline_gap", "headline_chart", "run_frame", "RUN_CONTROLS", "RUN_CHART"]
