@@ -186,9 +186,12 @@ DOMAIN_CHART = dict(x="tp:Q", y="step_time_s:Q", color="system:N", mark="line", 
 
 
 # -- predicted against measured --------------------------------------------------------------------
-def validation_frame() -> pd.DataFrame:
-    """:func:`companion.parallel.validate`, one row per published run."""
-    v = validate()
+def validation_frame(held_out: bool = False) -> pd.DataFrame:
+    """:func:`companion.parallel.validate`, one row per published run, with a ``source``
+    label: the paper's table, or for the held-out runs the software release."""
+    v = validate(held_out=held_out)
+    if held_out:  # "Megatron-Bridge 25.11 DGX-B200" -> "Megatron-Bridge 25.11 (held out)"
+        return v.assign(source=v["table"].str.rsplit(" ", n=1).str[0] + " (held out)")
     return v.assign(source=v["table"].map({"Table 5": "Korthikanti et al. 2022, Table 5",
                                            "Table 1": "Narayanan et al. 2021, Table 1"}))
 
