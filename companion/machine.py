@@ -71,6 +71,10 @@ class Stack:
     overlap_ep: bool = False
     causal: bool = True
     grad_reduce_bytes: int = 2
+    fp8_scaling: str = "delayed"
+
+    def __post_init__(self):
+        checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current"))
 
 
 #: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.
@@ -79,12 +83,16 @@ class Stack:
 #: backward pass. ``megatron-core``: Megatron-Core with Transformer Engine (2024-2025):
 #: FlashAttention-style fused kernels skipping masked blocks, TP communication overlapped
 #: with GEMMs (``--tp-comm-overlap``), gradient reduce-scatter overlapped with the backward
-#: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``).
+#: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``), FP8
+#: with Transformer Engine's default delayed scaling. ``megatron-bridge``: the same with FP8
+#: current scaling, the recipe Megatron-Bridge 25.11's performance table reports ("FP8-CS").
 STACKS = {
     "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
                            overlap_grad_reduce=False, overlap_p2p=False),
     "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
                            overlap_grad_reduce=True, overlap_p2p=True),
+    "megatron-bridge": Stack("megatron-bridge", flash_attention=True, overlap_tp=True,
+                             overlap_grad_reduce=True, overlap_p2p=True, fp8_scaling="current"),
 }
 
 

@@ -258,6 +258,10 @@ OPTIMIZER_BYTES = 50
 # 5 bytes per element (NVIDIA Transformer Engine documentation, "Using FP8 with Transformer
 # Engine": per-tensor scaling with amax history, casts fused with the transpose).
 FP8_CAST_BYTES, FP8_CAST_BWD_BYTES = 3, 5
+# Current (per-step) scaling needs each tensor's amax before it can cast: one more read of the
+# 16-bit tensor, 2 bytes per element, in each direction (the delayed recipe takes its scale from
+# the amax history instead). companion.speedup counts the same extra read.
+AMAX_READ_BYTES = 2
 
 
 def step_arrays(model, gpu, cl, cal, st, precision, X):
@@ -285,12 +289,14 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     elem = (REPLICATED_BYTES * tokens * model.hidden / np.where(sp, t, 1)
             + up * tokens * ffn / t) / hbm
     score_f, score_b = 4.5 * score_b / hbm, 5.5 * score_b / hbm  # 9 and 11 bytes per score
-    cast = 0.0
+    cast, cast_b = 0.0, 0.0
     if precision in ("fp8", "fp4"):  # Transformer Engine casts every GEMM input to 8 bits
         gemm_in = tokens * (2 * model.hidden + (model.heads * model.head_dim + ffn) / t)
-        cast = FP8_CAST_BYTES * gemm_in / hbm
+        amax = AMAX_READ_BYTES if st.fp8_scaling == "current" else 0
+        cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
+        cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
     fwd = gemm + core + elem + score_f + cast
-    bwd = gemm_b + core_bwd + 2 * elem + score_b + FP8_CAST_BWD_BYTES / FP8_CAST_BYTES * cast
+    bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
     rec = np.select([rc == 2, rc == 1], [fwd, core + score_f], 0.0)
 
     act = tokens * model.hidden * ACT_BYTES
@@ -334,7 +340,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         "gemm_s": n_layers * (gemm + gemm_b) + m * (logits + logits_b),
         "attention_s": n_layers * (core + core_bwd),
         "elementwise_s": n_layers * (3 * elem + score_f + score_b
-                                     + (1 + FP8_CAST_BWD_BYTES / FP8_CAST_BYTES) * cast),
+                                     + cast + cast_b),
         "recompute_s": n_layers * rec,
         "tp_comm_s": n_layers * tp_comm, "tp_exposed_s": n_layers * tp_x,
         "cp_comm_s": n_layers * cp_comm, "cp_exposed_s": n_layers * cp_x,

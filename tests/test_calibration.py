@@ -70,3 +70,23 @@ def test_guards():
         cal.gemm_peak_fraction("H100", 8)
     with pytest.raises(ValueError, match="gemm_in_training"):
         cal.Calibration(gemm_in_training=1.2)
+
+
+def test_current_scaling_reads_each_cast_tensor_once_more():
+    # FP8 current scaling needs the amax before the cast: +2 bytes per element read in each
+    # direction on top of delayed scaling's 3 (forward) and 5 (backward)
+    lay = Layout(tp=1, pp=1, dp=8, microbatch=1, global_batch=64, precision="fp8")
+    core = estimate("llama3-8b", lay, "H100", 8).breakdown()
+    bridge = estimate("llama3-8b", lay, "H100", 8, software="megatron-bridge").breakdown()
+    assert bridge["gemm_s"] == core["gemm_s"] and bridge["attention_s"] == core["attention_s"]
+    extra = bridge["elementwise_s"] - core["elementwise_s"]
+    cast_core = core["elementwise_s"] - estimate(
+        "llama3-8b", Layout(tp=1, pp=1, dp=8, microbatch=1, global_batch=64, precision="bf16"),
+        "H100", 8).breakdown()["elementwise_s"]
+    assert extra == pytest.approx(cast_core * (2 + 2) / (3 + 5))
+    bf16 = Layout(tp=1, pp=1, dp=8, microbatch=1, global_batch=64)
+    assert (estimate("llama3-8b", bf16, "H100", 8, software="megatron-bridge").step_time_s
+            == estimate("llama3-8b", bf16, "H100", 8).step_time_s)
+    with pytest.raises(ValueError, match="fp8_scaling"):
+        from companion.machine import Stack
+        Stack("x", True, True, True, True, fp8_scaling="sometimes")
