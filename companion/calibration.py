@@ -87,11 +87,15 @@ def _family(g: hardware.GPU) -> str:
     return f"{g.vendor} {g.arch.split()[0]}"
 
 
-@functools.cache
 def mamf_records() -> pd.DataFrame:
     """Published best-shape GEMM throughputs (``kind == "gemm"`` rows of
     ``data/published_measurements.csv``) against the registry's dense peaks: one row per
-    GPU and precision, with the fraction of peak and the record's id."""
+    GPU and precision, with the fraction of peak and the record's id (a copy: edit freely)."""
+    return _mamf_records().copy()
+
+
+@functools.cache
+def _mamf_records() -> pd.DataFrame:
     df = pd.read_csv(MEASUREMENTS_CSV)
     rows = []
     for _, r in df[df["kind"] == "gemm"].iterrows():
@@ -105,19 +109,19 @@ def mamf_records() -> pd.DataFrame:
 
 
 @functools.cache
-def _lookup(key: str, precision: str) -> tuple[float, str]:
-    g = hardware.gpu(key)
+def _lookup(key: str, name: str, fam: str, precision: str) -> tuple[float, str]:
+    # by value, not by a second registry lookup: a what-if GPU (dataclasses.replace of a
+    # registry GPU under a new key) gets its family's records
     p = _PRECISION_STAND_IN.get(precision, precision)
     via = "" if p == precision else f" ({p} kernels stand in for {precision})"
-    every = mamf_records()
+    every = _mamf_records()
     rec = every[every["precision"] == p]
-    fam = _family(g)
     # Order: this GPU at this precision, its family at this precision, this GPU or its family
     # at another precision (MI300X's BF16 efficiency says more about its FP8 than NVIDIA's
     # FP8 does), then every record of this precision.
-    for label, rows in (("measured", rec[rec["key"] == g.key]),
+    for label, rows in (("measured", rec[rec["key"] == key]),
                         (f"{fam} family mean", rec[rec["family"] == fam]),
-                        (f"{g.name}'s other precisions", every[every["key"] == g.key]),
+                        (f"{name}'s other precisions", every[every["key"] == key]),
                         (f"{fam} family, other precisions", every[every["family"] == fam]),
                         (f"mean of all {p} records", rec),
                         ("mean of all records", every)):
@@ -134,7 +138,7 @@ def gemm_peak_fraction(gpu, precision: str) -> float:
     BF16's record, FP6 and FP4 FP8's.
     :func:`gemm_fraction_table` shows which applies where."""
     g = hardware.gpu(gpu)
-    return _lookup(g.key, hardware.precision_name(precision))[0]
+    return _lookup(g.key, g.name, _family(g), hardware.precision_name(precision))[0]
 
 
 def gemm_fraction_table(precisions=("bf16", "fp8", "fp4")) -> pd.DataFrame:
@@ -145,7 +149,7 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4")) -> pd.DataFrame:
         g = hardware.gpu(key)
         for p in precisions:
             if p in g.precisions():
-                frac, basis = _lookup(g.key, hardware.precision_name(p))
+                frac, basis = _lookup(g.key, g.name, _family(g), hardware.precision_name(p))
                 rows.append({"GPU": g.name, "precision": p, "fraction of peak": frac,
                              "basis": basis})
     return pd.DataFrame(rows)

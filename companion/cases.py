@@ -88,14 +88,18 @@ class Outcome:
         return self.run.electricity_cost
 
 
+class NoLayoutFits(ValueError):
+    """No layout of the scenario fits in GPU memory."""
+
+
 @functools.cache
 def _fastest(model, gpu, num_gpus, global_batch, precision, system):
     frame = search(model, gpu, num_gpus, global_batch, system=system, precision=precision,
                    top=1)
     if frame.empty:
-        raise ValueError(f"no layout of {model} on {num_gpus} x {gpu} at a global batch of "
-                         f"{global_batch} fits in memory ({precision})")
-    return frame.iloc[0], frame.attrs["cluster"]
+        raise NoLayoutFits(f"no layout of {model} on {num_gpus} x {gpu} at a global batch of "
+                           f"{global_batch} fits in memory ({precision})")
+    return frame.iloc[0].copy(), frame.attrs["cluster"]
 
 
 def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
@@ -113,6 +117,7 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
     s = scenario
     row, cluster_name = _fastest(s.model, s.gpu, s.num_gpus, s.global_batch, s.precision,
                                  s.system)
+    row = row.copy()  # the cache's copy stays as it was
     g = hardware.gpu(s.gpu)
     watts = g.tdp_w if gpu_w is None else checks.number("gpu_w", gpu_w, positive=True)
     host_w = power.system_power(_system_name(s)).rest_per_gpu_w if host else 0.0
@@ -132,7 +137,12 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
 
 def _system_name(s: Scenario) -> str:
     if not isinstance(s.system, Cluster):
-        return s.system or cluster(s.gpu).name
+        name = s.system or cluster(s.gpu).name
+        if name not in set(hardware.systems()["name"]):
+            raise ValueError(f"{name!r} has no power budget in the registry, so the hosts' share "
+                             f"is unknown: pass host=False, or a Scenario with system= one of "
+                             f"{', '.join(hardware.systems()['name'])}")
+        return name
     names = [n for n in hardware.systems()["name"] if s.system.name.startswith(n)]
     if not names:
         raise ValueError(f"cluster {s.system.name!r} does not start with a registry system's "
@@ -176,4 +186,4 @@ def heldout_shortfall() -> float:
     return float((v["measured_step_time_s"] / v["predicted_step_time_s"]).mean())
 
 
-__all__ = ["Scenario", "Outcome", "price", "with_scaleout", "table", "heldout_shortfall"]
+__all__ = ["Scenario", "Outcome", "NoLayoutFits", "price", "with_scaleout", "table", "heldout_shortfall"]

@@ -385,7 +385,7 @@ def _energy_54():
 def _13b_cost():
     h100 = hardware.gpu("H100")
     hours = SEED_13B_H100_DAYS * DAY_S / HOUR_S
-    per_gpu = 6 * 13e9 * 300e9 / (128 * 3.5 * DAY_S)
+    per_gpu = 6 * 13e9 * 300e9 / (128 * SEED_13B_H100_DAYS * DAY_S)
     gpu_yuan = 128 * SEED_GPU_KW * hours * SEED_YUAN_PER_KWH
     node_yuan = 128 / 8 * SEED_NODE_KW * hours * SEED_YUAN_PER_KWH
     return 4000, gpu_yuan, [

@@ -260,8 +260,10 @@ def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None
         raise ValueError(f"ep={layout.ep} needs a MoE model; {model.name} has experts=1")
     m = layout.num_microbatches
     if layout.vpp > 1 and m is not None and m % layout.pp:
-        # Megatron-LM, megatron/core/pipeline_parallel/schedules.py: "number of microbatches
-        # is not divisible by pipeline-model-parallel-size when using interleaved schedule"
+        # Megatron-LM's interleaved schedule runs microbatches in groups of pp (older releases
+        # raise "number of microbatches is not divisible by pipeline-model-parallel-size when
+        # using interleaved schedule"; Megatron-Core's microbatch_group_size_per_vp_stage
+        # defaults to pp, which gives the same rule)
         raise ValueError(f"vpp={layout.vpp} (interleaved schedule) needs the number of "
                          f"microbatches, global_batch / (dp * microbatch) = {m}, to be a "
                          f"multiple of pp={layout.pp}; use vpp=1 or change the batch")

@@ -315,9 +315,10 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     t_mb = lst * per_layer + logits + logits_b
     bubble = (p - 1) / v * t_mb
 
-    # overlapped sends still sit on the pipeline's fill and drain: the first microbatch crosses
-    # all p v - 1 chunk boundaries forward and the last one backward, with nothing to hide behind
-    sends = 2 * np.where(st.overlap_p2p, p * v - 1, m * v) * (p > 1)
+    # Megatron overlaps pipeline sends only in the interleaved schedule; overlapped sends still
+    # sit on the fill and drain: the first microbatch crosses all p v - 1 chunk boundaries
+    # forward and the last one backward, with nothing to hide behind
+    sends = 2 * np.where(st.overlap_p2p & (v > 1), p * v - 1, m * v) * (p > 1)
     p2p = sends * _send_s(act / t, t * c * d, cl, cal)
     gb = X["grad_bytes"]
     dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)

@@ -90,3 +90,12 @@ def test_current_scaling_reads_each_cast_tensor_once_more():
     with pytest.raises(ValueError, match="fp8_scaling"):
         from companion.machine import Stack
         Stack("x", True, True, True, True, fp8_scaling="sometimes")
+
+
+def test_a_what_if_gpu_takes_its_family_records():
+    from dataclasses import replace
+    what_if = replace(hardware.gpu("H100"), key="h100_what_if", name="H100, what if")
+    assert cal.gemm_peak_fraction(what_if, "bf16") == cal.gemm_peak_fraction("H100", "bf16")
+    rec = cal.mamf_records()
+    rec["fraction"] = 0.0  # a copy: the model's records are untouched
+    assert (cal.mamf_records()["fraction"] > 0).all()

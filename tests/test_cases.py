@@ -90,3 +90,12 @@ def test_chapter_tables():
     assert set(frame["machine"]) == set(cs.MACHINES) and (frame["value"] > 0).all()
     with pytest.raises(ValueError, match="metric"):
         cs.run_frame("13B", 1.0, "weeks")
+
+
+def test_a_cluster_without_a_power_budget_says_what_to_pass():
+    a100 = Scenario("a100", "seed-13b", "A100", 64, 1e9, 64, "bf16")
+    with pytest.raises(ValueError, match="host=False"):
+        cases.price(a100)
+    assert cases.price(a100, host=False).run.host_w_per_gpu == 0.0
+    with pytest.raises(cases.NoLayoutFits):
+        cases.price(Scenario("x", "seed-175b", "H100", 8, 1e9, 8, "bf16"))

@@ -47,13 +47,15 @@ def summarize(samples: list[tuple[float, float]], work_flop: float, calls: int,
 
 
 class _Sampler:
-    """``nvidia-smi`` printing GPU 0's board power every ``interval_s``, read on a thread."""
+    """``nvidia-smi`` printing one GPU's board power every ``interval_s``, read on a thread.
+    ``gpu`` is what ``nvidia-smi -i`` takes: the torch device's UUID, so that the GPU sampled
+    is the GPU computing whatever CUDA_VISIBLE_DEVICES says."""
 
-    def __init__(self, interval_s: float):
+    def __init__(self, interval_s: float, gpu: str):
         ms = max(1, int(round(interval_s * 1e3)))
         self.proc = subprocess.Popen(
-            ["nvidia-smi", "-i", "0", "--query-gpu=power.draw", "--format=csv,noheader,nounits",
-             f"-lms={ms}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            ["nvidia-smi", "-i", gpu, "--query-gpu=power.draw", "--format=csv,noheader,nounits",
+             f"--loop-ms={ms}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.samples: list[tuple[float, float]] = []
         self.t0 = time.perf_counter()
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -71,6 +73,12 @@ class _Sampler:
         self.proc.wait(timeout=10)
         self.thread.join(timeout=10)
         return self.samples
+
+
+def _gpu_id() -> str:
+    import torch
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    return f"GPU-{uuid}" if uuid is not None else str(torch.cuda.current_device())
 
 
 def run(dtypes=DEFAULT_DTYPES, shape=DEFAULT_SHAPE, seconds: float = 10.0,
@@ -102,15 +110,17 @@ def run(dtypes=DEFAULT_DTYPES, shape=DEFAULT_SHAPE, seconds: float = 10.0,
         fn = _operands(dtype, m, n, k, device)
         fn()
         torch.cuda.synchronize()
-        sampler = _Sampler(interval_s)
-        t0, calls = time.perf_counter(), 0
-        while time.perf_counter() - t0 < seconds:
-            for _ in range(8):  # queue a few calls per check of the clock
-                fn()
-            calls += 8
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - t0
-        samples = sampler.stop()
+        sampler = _Sampler(interval_s, _gpu_id())
+        try:  # stop nvidia-smi and its reader even if a GEMM raises
+            t0, calls = time.perf_counter(), 0
+            while time.perf_counter() - t0 < seconds:
+                for _ in range(8):  # queue a few calls per check of the clock
+                    fn()
+                calls += 8
+                torch.cuda.synchronize()
+            elapsed = time.perf_counter() - t0
+        finally:
+            samples = sampler.stop()
         results.append({**case, "status": "ok", "calls": calls,
                         **summarize(samples, case["work_flop"], calls, elapsed, settle_s)})
     return results

@@ -160,7 +160,7 @@ def _run(model, machine, num_gpus):
     s = Scenario(machine, model, gpu, num_gpus, 1e12, EXPLORER_BATCH[model], precision)
     try:
         return cases.price(s, pue=PUE)
-    except ValueError:  # no layout fits in memory at this GPU count
+    except cases.NoLayoutFits:  # a point the chart leaves out; any other error is a bug
         return None
 
 
