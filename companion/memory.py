@@ -237,7 +237,8 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     output layer and FP32 logits (Korthikanti et al. Section 4.3); with full recomputation,
     one layer's activations rebuilt during its backward pass. MoE layers count the MLP width
     active per token, (top_k + shared_experts) x expert_ffn_hidden; dispatch buffers are not
-    counted.
+    counted. A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
+    (including an interleaved schedule whose microbatches are not whole rounds of pp).
     """
     check_layout(model, layout)
     checks.number("reserve_bytes", reserve_bytes, nonnegative=True)

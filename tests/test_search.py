@@ -155,6 +155,12 @@ def test_interleaved_layouts_run_whole_rounds_of_pp_microbatches():
     assert len(inter) and (inter["num_microbatches"] % inter["pp"] == 0).all()
     plain = frame[(frame["vpp"] == 1) & (frame["pp"] > 1)]
     assert (plain["num_microbatches"] % plain["pp"] != 0).any()  # allowed without interleaving
+    # interleaved rows price as estimate() prices the same layout (the same code path)
+    rows = inter.iloc[np.random.default_rng(7).choice(len(inter), 5, replace=False)]
+    for _, row in rows.iterrows():
+        e = estimate("gpt3-175b", layout_of(row), "H100", num_gpus=256)
+        assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert e.breakdown()["pp_p2p_s"] == pytest.approx(row["pp_p2p_s"], rel=1e-12)
 
 
 def test_bad_search_options():
