@@ -103,14 +103,16 @@ def _fastest(model, gpu, num_gpus, global_batch, precision, system):
 
 
 def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
-          pue: float = 1.0, price_per_kwh: float = 0.0) -> Outcome:
+          host_w: float | None = None, pue: float = 1.0, price_per_kwh: float = 0.0) -> Outcome:
     """The fastest feasible layout of ``scenario`` and the run it implies.
 
     GPUs draw ``gpu_w`` each (default: TDP, an upper bound for a training run); ``host=True``
     adds each GPU's share of the non-GPU nameplate power of the scenario's node or rack
     (:func:`companion.power.system_power`; a custom Cluster named like a registry system uses
-    that system's); ``pue`` multiplies everything at the meter; ``price_per_kwh`` in any
-    currency.
+    that system's), an upper bound since a nameplate includes power-supply headroom; ``host_w``
+    replaces that share with a measured one (watts per GPU, e.g. a node's measured draw minus
+    its GPUs', over the GPU count); ``pue`` multiplies everything at the meter;
+    ``price_per_kwh`` in any currency.
     """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario; got {type(scenario).__name__}")
@@ -120,7 +122,10 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
     row = row.copy()  # the cache's copy stays as it was
     g = hardware.gpu(s.gpu)
     watts = g.tdp_w if gpu_w is None else checks.number("gpu_w", gpu_w, positive=True)
-    host_w = power.system_power(_system_name(s)).rest_per_gpu_w if host else 0.0
+    if host_w is not None:
+        host_w = checks.number("host_w", host_w, nonnegative=True)
+    else:
+        host_w = power.system_power(_system_name(s)).rest_per_gpu_w if host else 0.0
     seq = preset(s.model).seq_len
     steps = s.tokens / (int(row["global_batch"]) * seq)
     run = power.TrainingRun(

@@ -99,3 +99,12 @@ def test_a_cluster_without_a_power_budget_says_what_to_pass():
     assert cases.price(a100, host=False).run.host_w_per_gpu == 0.0
     with pytest.raises(cases.NoLayoutFits):
         cases.price(Scenario("x", "seed-175b", "H100", 8, 1e9, 8, "bf16"))
+
+
+def test_measured_host_power_replaces_the_nameplate_share():
+    # the third seed's node: 8.5 kW measured with its 8 GPUs at 0.69 kW each
+    host = (claims.SEED_NODE_KW - 8 * claims.SEED_GPU_KW) * 1e3 / 8
+    o = cases.price(_13b(), gpu_w=claims.SEED_GPU_KW * 1e3, host_w=host)
+    assert o.facility_kwh == pytest.approx(o.gpu_hours * claims.SEED_NODE_KW / 8)
+    with pytest.raises(ValueError, match="host_w"):
+        cases.price(_13b(), host_w=-1.0)
