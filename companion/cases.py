@@ -18,7 +18,7 @@ import pandas as pd
 
 from companion import checks, hardware, parallel, power
 from companion.machine import Cluster, cluster
-from companion.model import PRECISIONS, Layout, preset
+from companion.model import PRECISIONS, Layout, layout_text, preset
 from companion.search import layout_of, search
 from companion.steptime import model_flops_per_token
 
@@ -171,24 +171,28 @@ def table(outcomes) -> pd.DataFrame:
     """One row per :class:`Outcome`: layout, step, MFU, days, GPU-hours and energy."""
     rows = []
     for o in outcomes:
-        lay = o.layout
         rows.append({
             "scenario": o.scenario.name, "gpu": hardware.gpu(o.scenario.gpu).name,
             "precision": o.scenario.precision, "gpus": o.scenario.num_gpus,
-            "layout": f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" VPP{lay.vpp}" if lay.vpp > 1
-                                                             else "") + f" mb{lay.microbatch}",
+            "layout": layout_text(o.layout),
             "step_s": o.step_time_s, "mfu": o.mfu, "tflops_per_gpu": o.model_tflops_per_gpu,
             "days": o.days, "gpu_hours": o.gpu_hours, "gpu_mwh": o.gpu_kwh / 1e3,
             "facility_mwh": o.facility_kwh / 1e3, "electricity_cost": o.electricity_cost})
     return pd.DataFrame(rows)
 
 
+def heldout_ratios() -> pd.Series:
+    """Measured over predicted step time, one per held-out published run
+    (:func:`companion.parallel.validate`), indexed by run id."""
+    v = parallel.validate(held_out=True).set_index("run_id")
+    return v["measured_step_time_s"] / v["predicted_step_time_s"]
+
+
 def heldout_shortfall() -> float:
-    """Mean of measured over predicted step time on the held-out published runs
-    (:func:`companion.parallel.validate`): how much longer real 2024-25 runs took than the
+    """The mean of :func:`heldout_ratios`: how much longer real 2024-25 runs took than the
     model says. Reported next to the model's figures, never folded into them."""
-    v = parallel.validate(held_out=True)
-    return float((v["measured_step_time_s"] / v["predicted_step_time_s"]).mean())
+    return float(heldout_ratios().mean())
 
 
-__all__ = ["Scenario", "Outcome", "NoLayoutFits", "price", "with_scaleout", "table", "heldout_shortfall"]
+__all__ = ["Scenario", "Outcome", "NoLayoutFits", "price", "with_scaleout", "table",
+           "heldout_ratios", "heldout_shortfall"]

@@ -245,6 +245,15 @@ class Layout:
         return self.dp * self.cp // self.ep
 
 
+def layout_text(layout: Layout) -> str:
+    """A layout in one line: TP/PP/DP/CP/EP, VPP, microbatch."""
+    out = f"TP{layout.tp} PP{layout.pp} DP{layout.dp}"
+    out += f" CP{layout.cp}" if layout.cp > 1 else ""
+    out += f" EP{layout.ep}" if layout.ep > 1 else ""
+    out += f" VPP{layout.vpp}" if layout.vpp > 1 else ""
+    return out + f" mb{layout.microbatch}"
+
+
 def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None) -> None:
     """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters)."""
     checks.divides("tp", layout.tp, "heads", model.heads)
@@ -367,5 +376,5 @@ def preset(name: str, **overrides) -> Transformer:
     return replace(model, **overrides) if overrides else model
 
 
-__all__ = ["Transformer", "Layout", "check_layout", "preset", "presets", "PRESET_SOURCES",
+__all__ = ["Transformer", "Layout", "check_layout", "layout_text", "preset", "presets", "PRESET_SOURCES",
            "FFN_TYPES", "RECOMPUTE", "PRECISIONS"]

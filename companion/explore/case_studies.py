@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import cases, checks, claims, hardware, power
 from ..cases import Scenario
+from ..model import layout_text
 from . import parallelism as px
 from .core import Choice, Slider
 
@@ -102,11 +103,9 @@ def fabric_table() -> pd.DataFrame:
     communication (TP, pipeline sends, DP) or pipeline bubble, per fabric."""
     rows = []
     for o in fabric_outcomes():
-        lay = o.layout
         rows.append({"fabric": o.scenario.name,
                      "scaleout_Gbps_per_gpu": 8 * o.scenario.system.scaleout_Bps / 1e9,
-                     "layout": f"TP{lay.tp} PP{lay.pp} DP{lay.dp}"
-                               + (f" VPP{lay.vpp}" if lay.vpp > 1 else ""),
+                     "layout": layout_text(o.layout),
                      "step_s": o.step_time_s, "mfu": o.mfu,
                      "tflops_per_gpu": o.model_tflops_per_gpu,
                      "exposed_share": sum(o.breakdown.get(k, 0.0) for k in (

@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 
 from .. import checks, claims
-from ..model import Layout
+from ..model import Layout, layout_text
 from ..parallel import Cluster, cluster, estimate, validate
 from ..search import search
 from .core import Choice
@@ -45,15 +45,6 @@ def comm_share(e, exposed: bool = True) -> float:
     time (``exposed=False``, what a profiler shows on the communication stream)."""
     keys = COMM_EXPOSED if exposed else COMM_TOTAL
     return float(sum(getattr(e, k) for k in keys) / e.step_time_s)
-
-
-def layout_text(layout: Layout) -> str:
-    """A layout in one line: TP/PP/DP/CP/EP, VPP, microbatch."""
-    out = f"TP{layout.tp} PP{layout.pp} DP{layout.dp}"
-    out += f" CP{layout.cp}" if layout.cp > 1 else ""
-    out += f" EP{layout.ep}" if layout.ep > 1 else ""
-    out += f" VPP{layout.vpp}" if layout.vpp > 1 else ""
-    return out + f" mb{layout.microbatch}"
 
 
 # -- the pipeline bubble -------------------------------------------------------------------------
