@@ -133,8 +133,9 @@ def seed_gemm_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:
     rows = []
     for g in gpus:
         e = roofline.seed_ffn_gemm(g, **kwargs)
-        cold = roofline.cached_roofline_time(e.cost, g, warm=False)
-        warm = roofline.cached_roofline_time(e.cost, g, warm=True)
+        q = e.quantization.efficiency  # the compute roof lowered by tile and wave quantization
+        cold = roofline.cached_roofline_time(e.cost, g, warm=False, efficiency=q)
+        warm = roofline.cached_roofline_time(e.cost, g, warm=True, efficiency=q)
         rows.append({"GPU": short_name(g), "FLOP/B": e.cost.intensity,
                      "ridge (FLOP/B)": roofline.ridge_point(g),
                      "tiles": e.quantization.tiles, "SMs": e.quantization.sm_count,
@@ -156,10 +157,12 @@ def seed_overhead_sweep(gpus=("H100", "B200"), overheads_us=(0.0, 0.5, 1.0, 2.0,
     bound each point falls in (``"launch/latency"`` once the fixed cost exceeds the roofs)."""
     rows = []
     for g in gpus:
-        cost = roofline.seed_ffn_gemm(g).cost
+        e = roofline.seed_ffn_gemm(g)
+        cost, q = e.cost, e.quantization.efficiency
         peak = hardware.gpu(g).peak_flops("bf16")
         for us in overheads_us:
-            t = roofline.cached_roofline_time(cost, g, warm=True, overhead_s=us * 1e-6)
+            t = roofline.cached_roofline_time(cost, g, warm=True, efficiency=q,
+                                              overhead_s=us * 1e-6)
             rows.append({"GPU": short_name(g), "fixed cost per kernel (us)": us,
                          "time (us)": t.time_s * 1e6, "fraction of dense BF16 peak":
                          cost.flops / t.time_s / peak, "bound": t.bound})
