@@ -73,7 +73,7 @@ def sixteen_bit(g):
 
 #: Column names of :func:`peaks` that title the explorer's axes (words, with the unit).
 PEAK_GPU = "GPU (release year and configuration)"
-PEAK_VALUE = "value (TFLOP/s, FLOP/byte or GFLOP/s per W: see the metric menu)"
+PEAK_VALUE = "value (TFLOP/s, FLOP/byte or GFLOP/s per W, per the metric menu)"
 
 #: Keyword arguments shared by the explorer's static and live charts.
 PEAKS_CHART = dict(x=f"{PEAK_GPU}:N", y=f"{PEAK_VALUE}:Q", mark="bar",

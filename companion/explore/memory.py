@@ -351,7 +351,7 @@ def ledger_controls():
 
 
 #: Column names of :func:`ledger` (they title the chart's axes and legend).
-LEDGER_BAR = "optimizer sharding, or a GPU's HBM"
+LEDGER_BAR = "optimizer sharding, or GPU HBM"
 LEDGER_PART = "memory part"
 LEDGER_GIB = "memory per GPU (GiB)"
 
