@@ -161,3 +161,14 @@ def test_recorded_gpu_points_and_table():
 def test_bad_input_is_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_tile_table_compares_the_ampere_picture_with_each_architecture():
+    # CUTLASS: Hopper 128x256 tiles one per SM; Blackwell 2-SM UMMA 256x256 per SM pair.
+    t = em.tile_table().set_index(["GPU", "output m x n", "tiles"])
+    # seed GEMM on H100: 128 tiles of 128x128 on 132 SMs (97%) vs 64 of 128x256 (48%)
+    assert t.loc[("H100", "512 x 4096", "ampere 128x128"), "tile count"] == 128
+    assert t.loc[("H100", "512 x 4096", "hopper 128x256"), "slots busy"] == pytest.approx(64 / 132)
+    # on B200: 32 tiles of 256x256 on 74 SM pairs
+    assert t.loc[("B200", "512 x 4096", "blackwell 256x256"), "slots busy"] == pytest.approx(32 / 74)
+    assert ("A100", "512 x 4096", "ampere 128x128") in t.index  # one row: its own preset is Ampere's

@@ -169,6 +169,26 @@ def seed_overhead_sweep(gpus=("H100", "B200"), overheads_us=(0.0, 0.5, 1.0, 2.0,
     return pd.DataFrame(rows)
 
 
+def tile_table(gpus=("A100", "H100", "B200"), shapes=((512, 4096), (8192, 8192))
+               ) -> pd.DataFrame:
+    """Tile and wave quantization of output shapes (m x n) with the Ampere picture (128x128, one
+    CTA per SM) and with each GPU's own architecture preset
+    (:func:`companion.roofline.tile_preset`: Hopper 128x256, Blackwell 256x256 on an SM pair)."""
+    rows = []
+    for g in gpus:
+        own = roofline.tile_preset(g)
+        presets = dict.fromkeys([roofline.TILE_PRESETS["ampere"], own])
+        for m, n in shapes:
+            for preset in presets:
+                q = roofline.gemm_efficiency(m, n, g, tile=preset)
+                rows.append({"GPU": short_name(g), "output m x n": f"{m} x {n}",
+                             "tiles": f"{preset.name} {preset.tile[0]}x{preset.tile[1]}",
+                             "SMs per tile": preset.sms_per_tile, "tile count": q.tiles,
+                             "waves": q.waves, "slots busy": q.wave_efficiency,
+                             IDEAL_LABEL: q.efficiency})
+    return pd.DataFrame(rows)
+
+
 def gemm_efficiency_table(gpus=("H100", "H200", "B200"), size: int = 8192) -> pd.DataFrame:
     """One square BF16 GEMM per GPU: the ideal ceiling next to the published burst figure
     (:func:`companion.calibration.gemm_peak_fraction`) and its basis."""
@@ -412,7 +432,7 @@ def kv_controls():
             Choice("tp", (1, 8), 1, label="TP")]
 
 
-__all__ = ["IDEAL_LABEL", "BURST_LABEL", "seed_overhead_sweep", "gemm_efficiency_table",
+__all__ = ["IDEAL_LABEL", "BURST_LABEL", "seed_overhead_sweep", "gemm_efficiency_table", "tile_table",
            "STATE_COLUMNS", "state_table", "LEDGER_BAR", "LEDGER_PART", "LEDGER_GIB",
            "ROOFLINE_GPUS", "LEDGER_MODELS", "LEDGER_GPUS", "OPTIMIZER_SHARDING",
            "KORTHIKANTI_TABLE3", "KORTHIKANTI_SETTINGS", "KV_MODELS", "KV_BATCHES",
