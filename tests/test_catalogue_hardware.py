@@ -62,9 +62,10 @@ def test_peaks_leave_out_missing_figures_and_check_input():
     sparse_fp4 = hx.peaks("fp4", "sparse", "peak TFLOP/s", "all")
     assert not sparse_fp4[hx.PEAK_GPU].str.contains("MI355X").any()
     assert (fp8[hx.PEAK_VALUE] > 0).all()
-    # the Hopper variants: H200 NVL and GH200 have no published tensor peak, so no bar
+    # the Hopper variants: GH200 has no tensor peak in the registry, so no bar
     hopper = hx.peaks("bf16", "dense", "peak TFLOP/s", "Hopper: SXM, PCIe, NVL, GH200")
-    assert list(hopper[hx.PEAK_GPU]) == ["2022 H100", "2022 H100 PCIe", "2023 H100 NVL", "2024 H200"]
+    assert list(hopper[hx.PEAK_GPU]) == ["2022 H100", "2022 H100 PCIe", "2023 H100 NVL", "2024 H200",
+                                         "2024 H200 NVL"]
     # axis titles are words with units, not column names
     assert "TFLOP/s" in hx.PEAKS_CHART["y"] and " " in hx.PEAKS_CHART["x"]
     with pytest.raises(ValueError, match="precision"):
@@ -98,10 +99,12 @@ def test_claims_render_as_a_wrapped_markdown_table():
 
 def test_hopper_variants_table_shows_what_was_found():
     # H100 PCIe datasheet: 114 SMs, 350 W, 2.0 TB/s; H100 NVL 835 TFLOP/s dense BF16
-    # (torchtitan); H200 NVL and GH200: no tensor peak found, so blank, never zero
+    # (NVIDIA's H100 and H200 pages); GH200: no tensor peak found, so blank, never zero
     t = hx.variants_table()
     assert t.loc["H100 PCIe", "SMs"] == 114 and t.loc["H100 PCIe", "TDP W"] == 350
-    assert t.loc["H100 NVL", "BF16 dense TFLOP/s"] == 835
-    assert t.loc["H200 NVL", "BF16 dense TFLOP/s"] != t.loc["H200 NVL", "BF16 dense TFLOP/s"]
+    assert t.loc["H100 NVL", "BF16 dense TFLOP/s"] == pytest.approx(835.5)
+    assert t.loc["H200 NVL", "BF16 dense TFLOP/s"] == pytest.approx(835.5)
+    gh200 = t.loc["H100 in GH200 (144 GB HBM3e)", "BF16 dense TFLOP/s"]
+    assert gh200 != gh200  # blank (NaN), never zero
     assert "tdp_w" in t.loc["H100 NVL", "unverified"]
     assert t.loc["H100 SXM", "HBM GiB (driver-visible)"] == pytest.approx(81559 / 1024)
