@@ -40,6 +40,8 @@ def test_answers_match_the_documents():
     assert check("hw-fp4-per-watt-b300", (105 / 8 / 1100) / (9 / 1000))
     # Square GEMM intensity n/3 (2n^3 FLOPs over 6n^2 bytes): n = 3 x 2.25e15 / 7.7e12.
     assert check("hw-square-gemm-b200", 3 * 2.25e15 / 7.7e12)
+    # nvidia-smi on an H100 80GB HBM3: 81559 MiB (NVIDIA/nccl#1264) of 80 x 1024 MiB
+    assert check("hw-h100-driver-reserve", 80 * 1024 - 81559)
 
 
 def test_ladder_goes_from_headline_to_dense_bf16():

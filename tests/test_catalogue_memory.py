@@ -35,6 +35,8 @@ SOURCED = [
     ("mem-kv-405b-batch512", 516096 * 512 * 8192 / 1e12),
     # Korthikanti et al. 2022, Section 5: selective recomputation saves 70% for GPT-3
     ("mem-selective-saving-gpt3", 0.70),
+    # 2 (512*512 + 512*4096 + 512*4096) bytes over the deviceQuery L2 size 52,428,800 bytes
+    ("mem-seed-l2-share", 8912896 / 52428800),
 ]
 
 
