@@ -357,10 +357,12 @@ TILE_PRESETS = {
         "https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html"),
     "hopper": TilePreset(
         "hopper", (128, 256), 1,
-        "NVIDIA CUTLASS 3.x SM90 GEMM examples: TileShape Shape<_128,_256,_64> with ClusterShape "
-        "Shape<_2,_1,_1> (or <_1,_2,_1>), KernelTmaWarpSpecializedCooperative/Pingpong: one CTA "
-        "per SM, clusters of two CTAs sharing TMA multicast (https://github.com/NVIDIA/cutlass, "
-        "examples/48_hopper_warp_specialized_gemm); 256x128 is the transposed choice"),
+        "NVIDIA CUTLASS, examples/55_hopper_mixed_dtype_gemm/55_hopper_mixed_dtype_gemm.cu: "
+        "ArchTag Sm90, TileShape Shape<_128,_256,_64>, ClusterShape Shape<_2,_1,_1>, "
+        "KernelTmaWarpSpecializedCooperative (one CTA per SM, clusters of two sharing TMA "
+        "multicast) https://github.com/NVIDIA/cutlass ; 256x128 is the transposed choice in "
+        "NVIDIA's cuBLAS tile list. Presets are typical, not fixed: CUTLASS's FP32 example 48 "
+        "uses 128x128x32"),
     "blackwell": TilePreset(
         "blackwell", (256, 256), 2,
         "NVIDIA CUTLASS, examples/cute/tutorial/blackwell/04_mma_tma_2sm_sm100.cu: "
