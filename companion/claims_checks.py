@@ -1,5 +1,6 @@
-"""The numeric check of each seed claim, registered with :mod:`companion.claims` on import
-(that module imports this one the first time it needs a check)."""
+"""The numeric check of each seed claim, registered in :mod:`companion.claims_core` on import
+(:mod:`companion.claims` imports this module the first time it needs a check; this module
+never imports :mod:`companion.claims`, so there is no cycle)."""
 from __future__ import annotations
 
 import math
@@ -7,11 +8,13 @@ import math
 import numpy as np
 
 from companion import comm, fabric, hardware, memory, model, parallel, roofline, units
-from companion.claims import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS, HOUR_S,
-                              SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS, SEED_GPU_KW, SEED_NODE_KW,
-                              SEED_YUAN_PER_KWH, SHOEYBI_GPUS_PER_SERVER,
-                              SHOEYBI_INTER_SERVER_Bps, SHOEYBI_INTRA_SERVER_Bps, TOKEN_ID_BYTES,
-                              Finding, _check, _near, _pct, _pf)
+from companion.claims_core import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS,
+                                   HOUR_S, SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS,
+                                   SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH,
+                                   SHOEYBI_GPUS_PER_SERVER, SHOEYBI_INTER_SERVER_Bps,
+                                   SHOEYBI_INTRA_SERVER_Bps, TOKEN_ID_BYTES, Finding, _near, _pct,
+                                   _pf)
+from companion.claims_core import register_check as _check
 
 
 # --- the checks, by chapter; each returns (claimed, computed, findings) ----------------------
