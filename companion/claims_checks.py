@@ -3,6 +3,7 @@
 never imports :mod:`companion.claims`, so there is no cycle)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -210,21 +211,36 @@ def _cx8_nvlink():
 
 @_check("ndr-infiniband-200gbps", "bit/s per port, per direction")
 def _ndr_200():
-    ndr = hardware.link("NDR")
+    ndr, ndr200 = hardware.link("NDR"), hardware.link("NDR200")
     bits = units.to_gbit_per_s(ndr.per_direction_Bps) * 1e9
+    bits200 = units.to_gbit_per_s(ndr200.per_direction_Bps) * 1e9
     return 200e9, bits, [
-        Finding("NDR is 200 Gb/s per port", f"{ndr.name}: {bits / 1e9:.0f} Gb/s; 200 Gb/s is "
-                f"{hardware.link('HDR').name} or NDR200", _near(200e9, bits))]
+        Finding("NDR is 200 Gb/s per port", f"{ndr.name}, 4 lanes: {bits / 1e9:.0f} Gb/s",
+                _near(200e9, bits)),
+        Finding("200 Gb/s NDR ports exist", f"{ndr200.name}, 2 lanes, as on single-port "
+                f"200 Gb/s ConnectX-7 cards: {bits200 / 1e9:.0f} Gb/s", _near(200e9, bits200)),
+        Finding("what the seed's DGX B200 cluster has", "eight 400 Gb/s ConnectX-7 ports per node "
+                "(DGX B200 user guide): 200 Gb/s per GPU would be half of it", True, "context")]
+
+def _seed_dp_fabric():
+    # The seed's 2,000 GPUs as 250 DGX B200 nodes with one 400 Gb/s NDR NIC per GPU, priced
+    # as NCCL's tuning model prices a flat all-reduce (the interconnect chapter's fabric).
+    dgx = hardware.system("DGX B200")
+    f = fabric.Fabric(dgx.scaleup_domain_gpus, dgx.gpu().scaleup_Bps,
+                      hardware.link("NDR").per_direction_Bps, dgx.nic_count / dgx.gpu_count)
+    return f, 2000 // dgx.scaleup_domain_gpus
 
 @_check("allreduce-8-bytes-bandwidth-scaling", "share of time in the bandwidth term")
 def _allreduce_8b():
-    n, bw, alpha = 2000, hardware.link("NDR").per_direction_Bps, fabric.NCCL_NET_STEP_S
-    t = comm.collective_time_s("all_reduce", 8, n, bw, alpha, "ring")
-    beta = comm.collective_time_s("all_reduce", 8, n, bw, 0.0, "ring")
-    tree = comm.collective_time_s("all_reduce", 8, n, bw, alpha, "tree")
+    f, d = _seed_dp_fabric()
+    t = fabric.flat_all_reduce_time_s(8, f, d, "ring")
+    beta = fabric.flat_all_reduce_time_s(8, dataclasses.replace(
+        f, scaleup_latency_s=0.0, net_latency_s=0.0), d, "ring")
+    tree = fabric.flat_all_reduce_time_s(8, f, d, "tree")
     return "bandwidth-bound", beta / t, [
-        Finding("an 8-byte all-reduce scales with bandwidth", f"ring over {n:,} ranks: "
-                f"{t * 1e3:.1f} ms, of which {beta * 1e9:.2f} ns is bandwidth", beta / t >= 0.5),
+        Finding("an 8-byte all-reduce scales with bandwidth", f"ring over {f.gpus_per_domain * d:,} "
+                f"ranks in {d} nodes (NCCL's latency model): {t * 1e3:.1f} ms, of which "
+                f"{beta * 1e9:.2f} ns is bandwidth", beta / t >= 0.5),
         Finding("tree instead of ring", f"{tree * 1e6:.0f} us", True, "context")]
 
 @_check("nvlink5-10tbps", "B/s per GPU, bidirectional")
