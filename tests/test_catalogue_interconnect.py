@@ -207,11 +207,15 @@ def test_switch_reductions_at_their_published_gains():
     ideal = ic.tp_share_curves(algorithm="nvls", bandwidth="line rate").set_index(
         ["gpu", "hidden"])["comm_share"]
     assert (measured > ideal).all()
-    sharp = ic.hierarchical_curves(inter_algorithm="sharp")
-    ideal_sharp = fabric.hierarchical_all_reduce_time_s(
-        2 ** 34, ic.system_fabric("DGX B200"), 72, "sharp").scaleout_s * 1e3
-    big = sharp[(sharp.fabric == "DGX hier.") & (sharp.size_bytes == 2 ** 34)]["network_ms"].item()
-    assert big == pytest.approx(ideal_sharp / 0.8, rel=1e-3)
+    # SHARP halves the network traffic (S/B instead of 2(n-1)/n S/B) but runs at 80% of the
+    # line rate (nccl issue 320) against the ring's 94% (46-48 GB/s per NDR NIC, nccl-tests 290)
+    big = {}
+    for alg in ("ring", "sharp"):
+        c = ic.hierarchical_curves(inter_algorithm=alg)
+        big[alg] = c[(c.fabric == "DGX hier.") & (c.size_bytes == 2 ** 34)]["network_ms"].item()
+    d = 72
+    # (the ring also pays 2(d-1) network latency steps: 0.6% of this 2 GiB shard)
+    assert big["ring"] / big["sharp"] == pytest.approx(2 * (d - 1) / d * 0.8 / 0.94, rel=1e-2)
 
 
 def test_default_jitter_is_a_labelled_assumption():

@@ -226,13 +226,13 @@ def system_fabric(system: str, slow_leaf_fraction: float = 0.0, slow_link: str |
                          slow_nic_Bps=slow, name=s.name)
 
 
-def sharp_fabric(f: fabric.Fabric, inter_algorithm: str) -> fabric.Fabric:
-    """``f`` as SHARP sees it: its NICs at SHARP's published efficiency when
-    ``inter_algorithm`` is ``"sharp"`` (the switches' reduction does not run at line rate),
-    else unchanged."""
-    if inter_algorithm != "sharp":
-        return f
-    return dataclasses.replace(f, nic_Bps=f.nic_Bps * comm.published_efficiency("sharp", "ib"))
+def measured_fabric(f: fabric.Fabric, inter_algorithm: str) -> fabric.Fabric:
+    """``f`` with its NICs at the published efficiency of ``inter_algorithm``: 94% of line rate
+    for ring and tree (46-48 GB/s per NDR NIC), 80% for SHARP (the switches' reduction; a
+    developer's rule of thumb), from :data:`companion.comm.PUBLISHED_EFFICIENCY`."""
+    alg = checks.choice("inter_algorithm", inter_algorithm, ("ring", "tree", "sharp"))
+    eff = comm.published_efficiency("sharp" if alg == "sharp" else "ring", "ib")
+    return dataclasses.replace(f, nic_Bps=f.nic_Bps * eff)
 
 
 HIER_SYSTEMS = ("DGX B200", "GB200 NVL72")
@@ -244,9 +244,9 @@ def hierarchical_curves(total_gpus: int = 576, inter_algorithm: str = "ring",
                         sizes=HIER_SIZES) -> pd.DataFrame:
     """All-reduce time against size on ``total_gpus`` GPUs: 8-GPU nodes ("DGX") vs NVL72 racks.
 
-    Hierarchical (:func:`companion.fabric.hierarchical_all_reduce_time_s`; SHARP at its
-    published efficiency, :func:`sharp_fabric`) and, for contrast, one flat NCCL ring
-    (:func:`companion.fabric.flat_ring_all_reduce_time_s`).
+    Hierarchical (:func:`companion.fabric.hierarchical_all_reduce_time_s`) and, for contrast,
+    one flat NCCL ring (:func:`companion.fabric.flat_ring_all_reduce_time_s`), every NIC at the
+    published efficiency of its algorithm (:func:`measured_fabric`).
     """
     n = checks.number("total_gpus", total_gpus, integer=True, minimum=1)
     s = np.asarray(sizes, dtype=float)
@@ -255,9 +255,9 @@ def hierarchical_curves(total_gpus: int = 576, inter_algorithm: str = "ring",
         f = system_fabric(name)
         checks.divides("gpus per domain", f.gpus_per_domain, "total_gpus", n)
         d = n // f.gpus_per_domain
-        h = fabric.hierarchical_all_reduce_time_s(s, sharp_fabric(f, inter_algorithm), d,
+        h = fabric.hierarchical_all_reduce_time_s(s, measured_fabric(f, inter_algorithm), d,
                                                   inter_algorithm)
-        flat = fabric.flat_ring_all_reduce_time_s(s, f, d)
+        flat = fabric.flat_ring_all_reduce_time_s(s, measured_fabric(f, "ring"), d)
         frames.append(pd.DataFrame({"size_bytes": np.asarray(sizes), "time_ms": h.total_s * 1e3,
                                     "network_ms": h.scaleout_s * 1e3, "domains": d,
                                     "fabric": f"{_SHORT[name]} hier."}))
@@ -537,7 +537,7 @@ __all__ = ["LADDER_KEYS", "EXPLORER_LINKS", "EXPLORER_OPS", "EXPLORER_GPUS", "li
            "half_bandwidth_size",
            "PUBLISHED_H100_NVLS", "published_vs_model", "SEED_TP_SHARE", "TPLayer", "tp_layer",
            "tp_table", "tp_share_curves", "system_fabric", "hierarchical_curves",
-           "hierarchical_table", "sharp_fabric", "tp_cross_node_table", "TP_BANDWIDTHS",
+           "hierarchical_table", "measured_fabric", "tp_cross_node_table", "TP_BANDWIDTHS",
            "bucket_fabric", "moe_dispatch_bytes", "moe_curves", "tail_curves",
            "congestion_to_double_p99", "congested_link_prob_for", "HdrLeafStory", "GPT_13B",
            "hdr_leaf_story",
