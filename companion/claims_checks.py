@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from companion import comm, fabric, hardware, memory, model, parallel, roofline, units
+from companion import comm, fabric, hardware, memory, model, parallel, power, roofline, units
 from companion.claims_core import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS,
                                    HOUR_S, SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS,
                                    SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH,
@@ -365,7 +365,11 @@ def _h100_server():
         Finding("an 8-GPU H100 server draws 5.6 kW at full load", f"DGX H100 maximum "
                 f"{dgx.max_power_w / 1e3:.1f} kW", _near(5600, dgx.max_power_w)),
         Finding("where 5.6 kW comes from", f"8 x {h100.tdp_w:.0f} W = {gpus_w:.0f} W, the GPUs "
-                "alone", True, "context")]
+                "alone", True, "context"),
+        Finding("measured in training", f"typically {power.H100_NODE_TYPICAL_FRACTION:.0%} of the "
+                f"rating ({power.H100_NODE_TYPICAL_FRACTION * dgx.max_power_w / 1e3:.1f} kW, Newkirk "
+                f"et al.), at most {power.H100_NODE_MAX_MEASURED_W / 1e3:.1f} kW (Latif et al.)",
+                True, "context")]
 
 @_check("perf-per-watt-fp4-vs-fp8", "x FLOP/J, B200 over H100")
 def _perf_per_watt():
@@ -430,11 +434,12 @@ def _175b():
 def _nvl72_power():
     nvl72 = hardware.system("GB200 NVL72")
     gpus_w = nvl72.gpu_count * nvl72.gpu().tdp_w
-    return 60e3, nvl72.max_power_w, [
-        Finding("an NVL72 rack draws about 60 kW", f"{nvl72.max_power_w / 1e3:.0f} kW reported",
-                _near(60e3, nvl72.max_power_w)),
+    lo, hi = power.GB200_NVL72_RACK_W_RANGE
+    return 60e3, lo, [
+        Finding("an NVL72 rack draws about 60 kW", f"{lo / 1e3:.0f}-{hi / 1e3:.0f} kW (reported at "
+                "launch; NVIDIA's power-shelf design)", _near(60e3, lo)),
         Finding("80 kW per rack is enough", f"the 72 GPUs alone draw {gpus_w / 1e3:.1f} kW",
-                80e3 >= max(gpus_w, nvl72.max_power_w))]
+                80e3 >= max(gpus_w, lo))]
 
 
 # pitfalls
