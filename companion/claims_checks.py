@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from companion import comm, fabric, hardware, memory, model, parallel, power, roofline, units
+from companion import (comm, fabric, hardware, memory, model, parallel, power, reliability,
+                       roofline, units)
 from companion.claims_core import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS,
                                    HOUR_S, SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS,
                                    SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH,
@@ -449,4 +450,7 @@ def _storage():
     return 200e9, tokens_s * TOKEN_ID_BYTES, [
         Finding("100 TFLOP/s needs about 200 GB/s of reads", f"{tokens_s:,.0f} tokens/s x "
                 f"{TOKEN_ID_BYTES} B = {tokens_s * TOKEN_ID_BYTES / 1e3:.1f} kB/s for a 13B model",
-                _near(200e9, tokens_s * TOKEN_ID_BYTES))]
+                _near(200e9, tokens_s * TOKEN_ID_BYTES)),
+        Finding("what storage is sized by", f"a 13B checkpoint of "
+                f"{reliability.checkpoint_bytes(13e9) / 1e9:.0f} GB (14 B/param: BF16 weights, "
+                "FP32 master weights, two Adam moments)", True, "context")]
