@@ -8,6 +8,7 @@ Bandwidths are bytes/s per direction throughout, as in the registry.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -27,6 +28,34 @@ def _chart_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if pd.api.types.is_float_dtype(out[col]):
             out[col] = [float(f"{v:.{CHART_DIGITS}g}") for v in out[col]]
     return out
+
+
+#: Chart column names in words with units (the model functions keep short names for code).
+CHART_LABELS = {
+    "size_bytes": "message size (bytes)", "time_us": "time (µs)",
+    "busbw_GBps": "bus bandwidth (GB/s)", "hidden": "hidden size",
+    "comm_share": "TP all-reduce share of layer time", "gpu": "GPU",
+    "time_ms": "time (ms)", "network_ms": "network phase (ms)", "domains": "NVLink domains",
+    "expert_parallel": "expert-parallel GPUs", "nvlink_ms": "NVLink part (ms)",
+    "gpus": "GPUs", "step_over_ideal": "step time / ideal step",
+    "bucket_MB": "bucket size (MB)", "exposed_ms": "exposed after the backward pass (ms)",
+    "buckets": "buckets per step",
+}
+
+
+def labelled(fn):
+    """``fn`` with its frame's columns renamed by :data:`CHART_LABELS`, for chart axes and
+    tooltips; the numbers are ``fn``'s own."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs).rename(columns=CHART_LABELS)
+    return wrapper
+
+
+def label(column: str, kind: str = "Q") -> str:
+    """Altair shorthand for a labelled column: ``label("size_bytes")`` -> ``"message size
+    (bytes):Q"``."""
+    return f"{CHART_LABELS.get(column, column)}:{kind}"
 
 
 # -- links -------------------------------------------------------------------------------------
@@ -532,7 +561,7 @@ def measured_chart(frame: pd.DataFrame, title: str = ""):
     return (points + line).properties(width=420, height=260, title=title)
 
 
-__all__ = ["LADDER_KEYS", "EXPLORER_LINKS", "EXPLORER_OPS", "EXPLORER_GPUS", "link_ladder",
+__all__ = ["CHART_LABELS", "labelled", "label", "LADDER_KEYS", "EXPLORER_LINKS", "EXPLORER_OPS", "EXPLORER_GPUS", "link_ladder",
            "link_ladder_chart", "explorer_link", "algorithms_for", "collective_curves",
            "half_bandwidth_size",
            "PUBLISHED_H100_NVLS", "published_vs_model", "SEED_TP_SHARE", "TPLayer", "tp_layer",

@@ -101,10 +101,37 @@ def run_frame(model="70B", tokens="1T", num_gpus=1024, precision="bf16", mfu=0.4
                                        "kw_per_gpu_at_meter"])
 
 
-RUN_TOOLTIP = ["gpu", alt.Tooltip("days:Q", format=".3g"), alt.Tooltip("mwh:Q", format=".4g"),
-               alt.Tooltip("electricity_cost:Q", format=",.0f"),
-               alt.Tooltip("gpu_hours:Q", format=",.0f"),
-               alt.Tooltip("kw_per_gpu_at_meter:Q", format=".2f")]
+#: Chart column names in words with units (the model functions keep short names for code).
+CHART_LABELS = {"gpu": "GPU", "days": "training time (days)", "mwh": "energy at the meter (MWh)",
+                "electricity_cost": "electricity cost", "gpu_hours": "GPU-hours",
+                "kw_per_gpu_at_meter": "kW per GPU at the meter", "cap_w": "power cap (W)",
+                "fraction": "fraction of the uncapped value"}
+
+
+def run_chart_frame(**kwargs):
+    """:func:`run_frame` with chart labels for its columns (the explorer's function)."""
+    return run_frame(**kwargs).rename(columns=CHART_LABELS)
+
+
+def cap_chart_frame(**kwargs):
+    """:func:`cap_frame` with chart labels for its columns (the explorer's function)."""
+    return cap_frame(**kwargs).rename(columns=CHART_LABELS)
+
+
+def _t(col, fmt):
+    return alt.Tooltip(f"{CHART_LABELS[col]}:Q", format=fmt)
+
+
+RUN_TOOLTIP = [CHART_LABELS["gpu"], _t("days", ".3g"), _t("mwh", ".4g"),
+               _t("electricity_cost", ",.0f"), _t("gpu_hours", ",.0f"),
+               _t("kw_per_gpu_at_meter", ".2f")]
+RUN_CHART = dict(x=f"{CHART_LABELS['days']}:Q", y=f"{CHART_LABELS['mwh']}:Q",
+                 color=f"{CHART_LABELS['gpu']}:N", mark="point", tooltip=RUN_TOOLTIP,
+                 title="Days against MWh at the meter, one point per GPU")
+CAP_CHART = dict(x=f"{CHART_LABELS['cap_w']}:Q", y=f"{CHART_LABELS['fraction']}:Q",
+                 color="quantity:N", mark="line",
+                 tooltip=[CHART_LABELS["cap_w"], "quantity", CHART_LABELS["fraction"]],
+                 title="Throughput and energy per unit of work against the power cap")
 
 
 # -- power cap explorer --------------------------------------------------------------------
