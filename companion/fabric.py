@@ -190,7 +190,9 @@ def all_reduce_latency_s(fabric: Fabric, n_domains: int, algorithm: str = "ring"
     Ring: ``2(N-1)`` steps of which the ``2(D-1)`` that cross domains cost ``net_latency_s``
     and the rest ``scaleup_latency_s``. Tree: ``2((g-1) t_nvl + floor(log2 D) t_net)``, a chain
     inside each domain and a binary tree across them, at NCCL's tree latencies (ncclTopoTuneModel
-    in src/graph/tuning.cc). NCCL's fixed per-call ``baseLat`` is left out.
+    in src/graph/tuning.cc). NCCL's fixed per-call ``baseLat`` is left out. This is the 2020
+    revision the constants come from; later revisions count ``2 D`` network steps instead of
+    ``2(D-1)`` and add a per-step network overhead, a difference of two steps.
     """
     checks.choice("algorithm", algorithm, FLAT_ALGORITHMS)
     d = _domains(n_domains)
