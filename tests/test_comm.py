@@ -320,7 +320,7 @@ def test_rail_optimized_leaves_and_flat_tree():
     # NCCL's tree bus bandwidth is half its algorithm bandwidth: 2 S / B at large sizes
     big = 1e12
     t = fabric.flat_all_reduce_time_s(big, f, 4, "tree")
-    assert t == pytest.approx(2 * big / 400e9, rel=1e-6)
+    assert t == pytest.approx(2 * big / 400e9, rel=1e-4)  # plus 51 us of tree latency
     assert fabric.all_reduce_latency_s(f, 1) == pytest.approx(14 * 1.9e-6)  # one node: NVLink
     with pytest.raises(ValueError, match="algorithm"):
         fabric.flat_all_reduce_time_s(1.0, f, 2, "sharp")
