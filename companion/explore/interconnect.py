@@ -37,7 +37,7 @@ CHART_LABELS = {
     "comm_share": "TP all-reduce share of layer time", "gpu": "GPU",
     "time_ms": "time (ms)", "network_ms": "network phase (ms)", "domains": "NVLink domains",
     "expert_parallel": "expert-parallel GPUs", "nvlink_ms": "NVLink part (ms)",
-    "gpus": "GPUs", "step_over_ideal": "step time / ideal step",
+    "gpus": "GPUs", "step_over_ideal": "step / ideal step",
     "bucket_MB": "bucket size (MB)", "exposed_ms": "exposed after the backward pass (ms)",
     "buckets": "buckets per step",
 }
