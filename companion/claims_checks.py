@@ -257,10 +257,16 @@ def _nvlink5_10():
 def _h100_cross_node():
     h100, dgx = hardware.gpu("H100"), hardware.system("DGX H100")
     per_gpu = 2 * dgx.scaleout_Bps / dgx.gpu_count
+    f = fabric.Fabric(dgx.scaleup_domain_gpus, h100.scaleup_Bps, dgx.nic_per_direction_Bps,
+                      dgx.nic_count / dgx.gpu_count)
     return 900e9, per_gpu, [
         Finding("900 GB/s between H100 nodes", f"NVLink 4's {h100.scaleup_printed} stays inside one "
                 f"node of {dgx.scaleup_domain_gpus} GPUs; between DGX H100s each GPU has one "
-                f"{dgx.nic}: {per_gpu / units.GB:.0f} GB/s bidirectional", _near(900e9, per_gpu))]
+                f"{dgx.nic}: {per_gpu / units.GB:.0f} GB/s bidirectional", _near(900e9, per_gpu)),
+        Finding("what a ring across nodes gets", f"NCCL spreads its channels over all "
+                f"{dgx.nic_count} rails: {fabric.flat_Bps(f, 2) / units.GB:.0f} GB/s per GPU per "
+                f"direction, against {h100.scaleup_Bps / units.GB:.0f} inside the node", True,
+                "context")]
 
 @_check("tp8-comm-under-3-percent", "share of layer time, B200 without overlap")
 def _tp8_comm():
