@@ -394,7 +394,8 @@ H100_NODE_MAX_SOURCE = (
 #: reported at launch (systems.csv's secondary source; trade press repeats it). High end:
 #: NVIDIA's reference design has 8 power shelves of 6 PSUs at up to 5.5 kW (33 kW a shelf,
 #: 264 kW in all); with the shelves N+N redundant half of it, 132 kW, can feed the rack (the
-#: halving is this book's derivation, and trade press quotes "132 kW total DC output").
+#: halving is this book's derivation; trade press quotes "132 kW total DC output" for the
+#: GB300 NVL72's shelves).
 GB200_NVL72_RACK_W_RANGE = (120e3, 132e3)
 GB200_NVL72_SHELF_W = 6 * 5.5e3
 GB200_NVL72_SHELVES = 8
