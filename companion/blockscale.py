@@ -313,16 +313,17 @@ def tensor_quantize(x, fmt: str = "e4m3", amax: float | None = None, margin: int
     if fmt == "e8m0":
         raise ValueError("fmt='e8m0' is a scale format; per-tensor scaling needs a signed format")
     checks.number("margin", margin, integer=True)
+    checks.choice("rounding", rounding, _f.ROUNDINGS)
     if amax is not None:
         checks.number("amax", amax, nonnegative=True)
     ops, xw = _f._checked("x", x)
-    xw = ops.f32(xw)
+    xw, undo = _f.at_least_1d(ops, ops.f32(xw))
     scale = None
     if amax is not None:
         scale = float(_scale_from_amax(np.float32(amax), _f.info(fmt).max, margin, _f._NUMPY))
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         deq, scale, _ = _tensor(xw, fmt, ops, scale, margin, rounding, seed)
-    return deq, float(scale.reshape(()))
+    return undo(deq), float(scale.reshape(()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,10 +366,12 @@ class DelayedScaling:
     @_f.via_numpy
     def quantize(self, x, rounding: str = "nearest", seed: int | None = None):
         """Quantize ``x`` with the current scale; returns (dequantized, next state)."""
+        checks.choice("rounding", rounding, _f.ROUNDINGS)
         ops, xw = _f._checked("x", x)
-        xw = ops.f32(xw)
+        xw, undo = _f.at_least_1d(ops, ops.f32(xw))
         amax_now = float(ops.amax(ops.abs(xw), tuple(range(xw.ndim))).reshape(()))
         deq, _, _ = _tensor(xw, self.fmt, ops, self.scale, rounding=rounding, seed=seed)
+        deq = undo(deq)
         nxt = dataclasses.replace(self, history=(self.history + (amax_now,))[-self.history_len:])
         return deq, nxt
 
@@ -483,8 +486,18 @@ def quant_stats(x, scheme: str, **kwargs) -> QuantStats:
         args.update(kwargs)
         deq, _, clipped = _run(x, scheme, want_clipped=True, **args)
     else:
+        args = dict(rounding="nearest", seed=None)  # overflow is "saturate": clipping counted
+        unknown = set(kwargs) - set(args)
+        if unknown:
+            raise TypeError(f"unexpected arguments {sorted(unknown)} for scalar format "
+                            f"{scheme!r}; allowed: {sorted(args)}")
+        args.update(kwargs)
+        checks.choice("rounding", args["rounding"], _f.ROUNDINGS)
         ops, xw = _f._checked("x", x)
-        deq, clipped = _f._quantize_core(ops.f32(xw), scheme, ops, want_clipped=True, **kwargs)
+        xw, undo = _f.at_least_1d(ops, ops.f32(xw))
+        deq, clipped = _f._quantize_core(xw, scheme, ops, args["rounding"], "saturate",
+                                         args["seed"], want_clipped=True)
+        deq, clipped = undo(deq), undo(clipped)
     ops = _f.backend(deq)
     n = deq.numel() if ops.is_torch else deq.size
     frac_clipped = ops.f64_sum(clipped) / n if (clipped is not None and n) else 0.0

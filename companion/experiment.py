@@ -275,6 +275,12 @@ def learned(final_loss, bigram_nats: float, entropy_rate_nats: float) -> bool:
                 and final_loss < (bigram_nats + entropy_rate_nats) / 2)
 
 
+def held_out_set(language: MarkovLanguage, sequences: int, length: int) -> np.ndarray:
+    """The evaluation sequences: drawn from the language's own seed, never the run's, so every
+    seed and recipe is scored on the same tokens."""
+    return language.sample(sequences, length, np.random.default_rng([language.seed, 2]))
+
+
 # ----------------------------------------------------------------------------- one run
 def run(recipe: str, lr: float, steps: int = 200, seed: int = 0, *,
         config: ModelConfig = ModelConfig(), language: MarkovLanguage | None = None,
@@ -328,8 +334,8 @@ def run(recipe: str, lr: float, steps: int = 200, seed: int = 0, *,
         model = build_model(config, recipe, seed, outliers)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
         data_rng = np.random.default_rng([seed, 1])
-        held_out = torch.from_numpy(language.sample(eval_batches * batch, config.context,
-                                                    np.random.default_rng([language.seed, 2])))
+        held_out = torch.from_numpy(held_out_set(language, eval_batches * batch,
+                                                 config.context))
 
         def loss_of(tokens, logits):
             # position 0 sees one token of context; score the predictions that see two or more

@@ -168,6 +168,8 @@ def _round_magnitude_(a, m_bits, emin, ops, rounding="nearest", seed=None):
         a += c
         a -= c
         return a
+    if rounding != "stochastic":  # callers check; never fall through to random rounding
+        raise ValueError(f"unknown rounding {rounding!r}; allowed: {', '.join(ROUNDINGS)}")
     ebits -= m_bits << p
     ulp = ops.float_view(ebits)
     a /= ulp
@@ -234,8 +236,21 @@ def quantize(x, fmt: str, rounding: str = "nearest", overflow: str = "saturate",
     checks.choice("rounding", rounding, ROUNDINGS)
     checks.choice("overflow", overflow, OVERFLOWS)
     ops, xw = _checked("x", x)
+    xw, undo = at_least_1d(ops, xw)
     q, _ = _quantize_core(xw, name, ops, rounding, overflow, seed)
-    return ops.f32(q)
+    return undo(ops.f32(q))
+
+
+def at_least_1d(ops, xw):
+    """(``xw`` with at least one dimension, a function restoring the original shape).
+
+    The numpy passes work in place (``out=``), which a 0-d array or numpy scalar cannot take,
+    so scalars (a Python float, ``np.float32(3)``, a 0-d array or CPU tensor) run as one
+    element and come back 0-d.
+    """
+    if ops.is_torch or xw.ndim:
+        return xw, lambda y: y
+    return xw.reshape(1), lambda y: y.reshape(())
 
 
 @via_numpy
@@ -290,9 +305,12 @@ def decode(codes, fmt: str):
     if not integral:
         raise TypeError(f"codes must be integers; got dtype {dtype}")
     nbits = e_bits + m_bits + (kind != "e8m0")
-    c = ops.to_int32(codes)
-    if ops.any((c < 0) | (c >= 2 ** nbits)):
+    # check before narrowing to int32, which would wrap 2**32 + c around to c; torch compares
+    # in the tensor's own dtype (256 is 0 in uint8), so widen its codes to int64 first
+    wide = codes.to(ops.t.int64) if ops.is_torch else codes
+    if ops.any((wide < 0) | (wide >= 2 ** nbits)):
         raise ValueError(f"codes must lie in [0, {2 ** nbits}) for fmt={name!r}")
+    c = ops.to_int32(codes)
     if kind == "e8m0":
         val = ops.float_view(ops.where(c == 0, 1 << 22, c << 23))
         return ops.where(c == 255, math.nan, val)
