@@ -33,6 +33,7 @@ Block schemes compute in float32, as the recipes do. Where a per-tensor scale is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -130,7 +131,7 @@ def _mx_exponent_up(amax, fmax, ops):
     return ops.where(up, field + 1, field) - 127
 
 
-def _mx(xb, elem, ops, axes, rounding, seed, want_clipped, scale_rule="floor"):
+def _mx(xb, ops, axes, rounding, seed, want_clipped, elem="e4m3", scale_rule="floor"):
     a = ops.abs(xb)
     amax = ops.amax(a, axes)
     emax = _f.info(elem).emax
@@ -154,10 +155,11 @@ def _mx(xb, elem, ops, axes, rounding, seed, want_clipped, scale_rule="floor"):
     return q, scale, clipped
 
 
-def _nvfp4(xb, ops, axes, rounding, seed, want_clipped):
+def _nvfp4(xb, ops, axes, rounding, seed, want_clipped, gamax=None):
     a = ops.abs(xb)
     bamax = ops.amax(a, axes)
-    gamax = ops.amax(bamax, tuple(range(bamax.ndim)))
+    if gamax is None:  # the per-tensor amax; a chunk of a larger tensor is given it
+        gamax = ops.amax(bamax, tuple(range(bamax.ndim)))
     # TransformerEngine NVFP4QuantizerRef, step by step in float32
     g_enc = ops.min_(ops.div(448.0 * 6.0, gamax), _FP32_MAX)
     g_dec = 1.0 / g_enc
@@ -189,6 +191,21 @@ def _deepseek(xb, ops, axes, rounding, seed, want_clipped):
                                    magnitude=a)
     q *= s
     return q, s, clipped
+
+
+_CHUNK_VALUES = 1 << 15  # 128 KiB of float32: a chunk's working arrays stay in L2 cache
+
+
+def _chunked(core, xb):
+    """``core`` over cache-sized chunks of rows of 1-D blocks ``xb`` (numpy, round to nearest):
+    each of the dozen element-wise passes then reads cache, not memory, which is 2-4x faster
+    on 2^24 values; the result is the same, since every block is independent."""
+    rows = xb.reshape(-1, xb.shape[-1])
+    step = max(1, _CHUNK_VALUES // rows.shape[1])
+    q, s = np.empty_like(rows), np.empty((rows.shape[0], 1), np.float32)
+    for i in range(0, rows.shape[0], step):
+        q[i:i + step], s[i:i + step], _ = core(rows[i:i + step])
+    return q.reshape(xb.shape), s.reshape(*xb.shape[:-1], 1), None
 
 
 def _scale_from_amax(amax, fmax, margin, ops):
@@ -252,13 +269,23 @@ def _run_unchecked(x, scheme, axis, pad, role, rounding, seed, hadamard_seed, ha
                                        want_clipped=want_clipped)
         scales = scales.reshape(())
     else:
-        xb, axes, undo, undo_scales = _blocks(xw, ops, axis, block_shape(scheme, role), pad)
-        core = {"nvfp4": _nvfp4, "deepseek_fp8": _deepseek}.get(scheme)
-        if core is None:
-            deq, scales, clipped = _mx(xb, _MX[scheme], ops, axes, rounding, seed, want_clipped,
-                                       scale_rule)
+        tile = block_shape(scheme, role)
+        xb, axes, undo, undo_scales = _blocks(xw, ops, axis, tile, pad)
+        if scheme in _MX:
+            core = functools.partial(_mx, elem=_MX[scheme], scale_rule=scale_rule)
         else:
-            deq, scales, clipped = core(xb, ops, axes, rounding, seed, want_clipped)
+            core = {"nvfp4": _nvfp4, "deepseek_fp8": _deepseek}[scheme]
+        if (not ops.is_torch and tile[0] == 1 and rounding == "nearest" and not want_clipped
+                and xb.size >= 4 * _CHUNK_VALUES):
+            if scheme == "nvfp4":  # one per-tensor scale for all chunks; NaN stays NaN
+                core = functools.partial(
+                    core, gamax=np.full((1, 1), max(xw.max(), -xw.min()), np.float32))
+            deq, scales, clipped = _chunked(
+                lambda rows: core(rows, ops=ops, axes=axes, rounding=rounding, seed=None,
+                                  want_clipped=False), xb)
+        else:
+            deq, scales, clipped = core(xb, ops=ops, axes=axes, rounding=rounding, seed=seed,
+                                        want_clipped=want_clipped)
         deq, scales = undo(deq), undo_scales(scales)
         clipped = undo(clipped) if want_clipped else None
     if hadamard_seed is not None:

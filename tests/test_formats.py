@@ -551,3 +551,23 @@ def test_deepseek_tile_with_subnormal_amax_flushes_instead_of_nan():
     t = torch.from_numpy(tile)
     deq_t, _ = F.block_quantize(t, "deepseek_fp8")
     assert not torch.isnan(deq_t).any()
+
+
+def test_cache_sized_chunks_give_the_same_result(monkeypatch):
+    # large inputs are quantized chunk by chunk (for speed); every block is independent, and
+    # NVFP4's per-tensor scale comes from the whole tensor
+    from companion import blockscale
+    x = outlier_tensor(rows=1024, cols=512, seed=9)
+    x[5, 7] = 3e4  # the global amax sits in one chunk only
+    chunked = {s: F.block_quantize(x, s) for s in ("mxfp4", "nvfp4", "mxfp8_e4m3",
+                                                     "deepseek_fp8")}
+    chunked["up"] = F.block_quantize(x, "mxfp8_e4m3", scale_rule="up")
+    monkeypatch.setattr(blockscale, "_CHUNK_VALUES", 1 << 40)
+    for s, (d, sc) in chunked.items():
+        ref = F.block_quantize(x, "mxfp8_e4m3", scale_rule="up") if s == "up" else \
+            F.block_quantize(x, s)
+        assert np.array_equal(d, ref[0]) and np.array_equal(sc, ref[1]), s
+    y = x.copy()
+    y[900, 3] = np.nan
+    monkeypatch.undo()
+    assert np.isnan(F.block_quantize(y, "nvfp4")[0]).all()  # NaN anywhere: all NaN
