@@ -416,7 +416,7 @@ STEPS = 150
 OUTLIER_ARMS = (("bf16", "none"), ("fp8_current", "none"), ("fp8_delayed", "none"),
                 ("fp8_block", "none"), ("mxfp8", "none"), ("fp8_current", "smooth"),
                 ("fp8_current", "bf16_layer"))
-OUTLIER_GAINS = (1e4, 1e5, 1e6)  # per-tensor E4M3 spans about 2^17.8 = 2.3e5
+OUTLIER_GAINS = (1e5, 1e6)  # per-tensor E4M3 spans 2^17.8 = 2.3e5 (a pilot at 1e4 showed no harm)
 OUTLIER_LR = 2e-3
 
 
