@@ -1,25 +1,29 @@
-"""A training experiment that runs on a CPU: a small decoder-only transformer per GEMM recipe.
+"""Training experiments that run on a CPU: a small decoder-only transformer per GEMM recipe.
 
-The question: does a low-precision recipe (FP8 with delayed, current or block scaling, MXFP8,
-MXFP4, NVFP4; ``companion.formats_torch.RECIPES``) change which learning rates train a
-transformer, and how well? The model is a GPT-style decoder (pre-LayerNorm blocks, causal
-self-attention, GELU MLP, learned positions). Its four linear layers per block (QKV, attention
-output, MLP up, MLP down) are :class:`companion.formats_torch.QLinear` layers in the chosen
-recipe: all three GEMMs of each (forward, dgrad, wgrad) are emulated bit-exactly, as in
-TransformerEngine, which also leaves the embedding, the LayerNorms, the attention
-score/softmax/value products and the output head in higher precision (here: the head in
-BF16, the rest in FP32; the ``fp32`` recipe keeps the head in FP32 too). The emulation
-reproduces the numerics of the formats, not their speed.
+Two questions. Does a low-precision recipe (``companion.formats_torch.RECIPES``: FP8 with
+delayed, current or block scaling, MXFP8, MXFP4 with and without the NVFP4 recipe's
+treatment, NVFP4) change which learning rate trains a transformer best (experiment ``"lr"``)?
+And what breaks per-tensor FP8, and what repairs it (experiment ``"outliers"``: outlier channels
+of controlled size, :class:`Outliers`)? The model is a GPT-style decoder (pre-LayerNorm blocks,
+causal self-attention, a SwiGLU MLP, learned positions). Its four linear layers per block (QKV,
+attention output, MLP up with gate and value fused, MLP down) are
+:class:`companion.formats_torch.QLinear` layers in the chosen recipe: all three GEMMs of each
+(forward, dgrad, wgrad) are emulated bit-exactly, as in TransformerEngine, which also leaves
+the embedding, the LayerNorms, the attention score/softmax/value products and the output head
+in higher precision (here: the head in BF16, the rest in FP32; the ``fp32`` recipe keeps the
+head in FP32 too). The emulation reproduces the numerics of the formats, not their speed.
 
 The corpus is generated, never downloaded: a random order-2 Markov chain over a small
 vocabulary (:class:`MarkovLanguage`). Each next-token distribution is drawn from a sparse
 Dirichlet, so the language has structure a model must use attention to find (the two previous
 tokens), and its entropy rate, the lowest loss any model can reach, is computed exactly. Every
-training batch is a fresh sample (no epoch, no overfitting); the final loss is measured on
-held-out sequences drawn with a different seed.
+training batch is a fresh sample (no epoch, no overfitting); the final loss is measured on one
+fixed held-out set (:func:`held_out_set`).
 
-Run the recorded sweep with ``python -m companion.experiment`` (``--help`` lists the options);
-records go to ``data/experiments/`` through :func:`companion.bench.record.write_record`.
+Run a sweep with ``python -m companion.experiment lr`` (or ``outliers``, or ``smoke`` for CI;
+``--help`` lists the options): one JSON record per run in ``data/experiments/<experiment>/``
+with its provenance, so a killed sweep resumes where it stopped. :mod:`companion.seedstats`
+turns the records into paired multi-seed statistics.
 """
 from __future__ import annotations
 
