@@ -193,13 +193,15 @@ def _deepseek(xb, ops, axes, rounding, seed, want_clipped):
     return q, s, clipped
 
 
-_CHUNK_VALUES = 1 << 15  # 128 KiB of float32: a chunk's working arrays stay in L2 cache
+_CHUNK_VALUES = 1 << 18  # 1 MiB of float32: a chunk's working arrays stay in cache
 
 
 def _chunked(core, xb):
     """``core`` over cache-sized chunks of rows of 1-D blocks ``xb`` (numpy, round to nearest):
-    each of the dozen element-wise passes then reads cache, not memory, which is 2-4x faster
-    on 2^24 values; the result is the same, since every block is independent."""
+    the dozen element-wise passes then reuse cached, already-mapped buffers instead of
+    allocating and faulting in fresh arrays of the full size (on 2^24 values under load up to
+    2x faster; on an idle machine about even); the result is the same, since every block is
+    independent."""
     rows = xb.reshape(-1, xb.shape[-1])
     step = max(1, _CHUNK_VALUES // rows.shape[1])
     q, s = np.empty_like(rows), np.empty((rows.shape[0], 1), np.float32)
