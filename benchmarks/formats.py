@@ -9,6 +9,7 @@ installed) and the ratio of the rate to the goal.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -19,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from companion import formats  # noqa: E402
 
-GOAL_VALUES_PER_S = 100e6
+GOAL_VALUES_PER_S = 100e6  # issue 13
 SCHEMES = ("mxfp4", "nvfp4")
 
 
@@ -46,8 +47,10 @@ def main(argv=None) -> int:
         inputs[f"torch-cpu({torch.get_num_threads()} threads)"] = torch.from_numpy(x)
     except ImportError:
         pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"block_quantize on 2**{args.n_log2} float32 values, median of {args.repeats}; "
-          f"goal {GOAL_VALUES_PER_S / 1e6:.0f} M values/s")
+          f"goal {GOAL_VALUES_PER_S / 1e6:.0f} M values/s; {os.cpu_count()} CPUs, "
+          f"load average {load:.2f} (other processes slow this down)")
     print(f"{'scheme':<7} {'input':<22} {'median ms':>10} {'M values/s':>11} {'x goal':>7}")
     for scheme in SCHEMES:
         for kind, arr in inputs.items():

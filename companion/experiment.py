@@ -1,25 +1,29 @@
-"""A training experiment that runs on a CPU: a small decoder-only transformer per GEMM recipe.
+"""Training experiments that run on a CPU: a small decoder-only transformer per GEMM recipe.
 
-The question: does a low-precision recipe (FP8 with delayed, current or block scaling, MXFP8,
-MXFP4, NVFP4; ``companion.formats_torch.RECIPES``) change which learning rates train a
-transformer, and how well? The model is a GPT-style decoder (pre-LayerNorm blocks, causal
-self-attention, GELU MLP, learned positions). Its four linear layers per block (QKV, attention
-output, MLP up, MLP down) are :class:`companion.formats_torch.QLinear` layers in the chosen
-recipe: all three GEMMs of each (forward, dgrad, wgrad) are emulated bit-exactly, as in
-TransformerEngine, which also leaves the embedding, the LayerNorms, the attention
-score/softmax/value products and the output head in higher precision (here: the head in
-BF16, the rest in FP32; the ``fp32`` recipe keeps the head in FP32 too). The emulation
-reproduces the numerics of the formats, not their speed.
+Two questions. Does a low-precision recipe (``companion.formats_torch.RECIPES``: FP8 with
+delayed, current or block scaling, MXFP8, MXFP4 with and without the NVFP4 recipe's
+treatment, NVFP4) change which learning rate trains a transformer best (experiment ``"lr"``)?
+And what breaks per-tensor FP8, and what repairs it (experiment ``"outliers"``: outlier channels
+of controlled size, :class:`Outliers`)? The model is a GPT-style decoder (pre-LayerNorm blocks,
+causal self-attention, a SwiGLU MLP, learned positions). Its four linear layers per block (QKV,
+attention output, MLP up with gate and value fused, MLP down) are
+:class:`companion.formats_torch.QLinear` layers in the chosen recipe: all three GEMMs of each
+(forward, dgrad, wgrad) are emulated bit-exactly, as in TransformerEngine, which also leaves
+the embedding, the LayerNorms, the attention score/softmax/value products and the output head
+in higher precision (here: the head in BF16, the rest in FP32; the ``fp32`` recipe keeps the
+head in FP32 too). The emulation reproduces the numerics of the formats, not their speed.
 
 The corpus is generated, never downloaded: a random order-2 Markov chain over a small
 vocabulary (:class:`MarkovLanguage`). Each next-token distribution is drawn from a sparse
 Dirichlet, so the language has structure a model must use attention to find (the two previous
 tokens), and its entropy rate, the lowest loss any model can reach, is computed exactly. Every
-training batch is a fresh sample (no epoch, no overfitting); the final loss is measured on
-held-out sequences drawn with a different seed.
+training batch is a fresh sample (no epoch, no overfitting); the final loss is measured on one
+fixed held-out set (:func:`held_out_set`).
 
-Run the recorded sweep with ``python -m companion.experiment`` (``--help`` lists the options);
-records go to ``data/experiments/`` through :func:`companion.bench.record.write_record`.
+Run a sweep with ``python -m companion.experiment lr`` (or ``outliers``, or ``smoke`` for CI;
+``--help`` lists the options): one JSON record per run in ``data/experiments/<experiment>/``
+with its provenance, so a killed sweep resumes where it stopped. :mod:`companion.seedstats`
+turns the records into paired multi-seed statistics.
 """
 from __future__ import annotations
 
@@ -37,9 +41,6 @@ from companion import checks
 from companion.bench import record
 
 EXPERIMENTS_DIR = record.ROOT / "data" / "experiments"
-KIND = "lr_sweep"
-SWEEP_RECIPES = ("bf16", "fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "mxfp4", "nvfp4")
-SWEEP_LRS = (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2, 6.4e-2)  # factor 2: resolves "2-4x"
 
 
 # ----------------------------------------------------------------------------- the corpus
@@ -111,11 +112,13 @@ class MarkovLanguage:
 # ----------------------------------------------------------------------------- the model
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Shape of the decoder: ``layers`` blocks of width ``d_model`` over ``context`` tokens."""
+    """Shape of the decoder: ``layers`` blocks of width ``d_model`` over ``context`` tokens,
+    with a SwiGLU MLP of hidden width ``d_ff``. The defaults make every GEMM dimension that
+    DeepSeek's 1x128 and 128x128 tiles run along a multiple of 128."""
 
     vocab: int = 16
-    context: int = 32
-    d_model: int = 64
+    context: int = 16
+    d_model: int = 128
     heads: int = 4
     layers: int = 2
     d_ff: int = 256
@@ -126,9 +129,55 @@ class ModelConfig:
         checks.divides("heads", self.heads, "d_model", self.d_model)
 
 
-def build_model(config: ModelConfig, recipe: str, seed: int = 0):
+REMEDIES = ("none", "smooth", "bf16_layer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outliers:
+    """Outlier channels injected into the input of every MLP down projection.
+
+    ``channels`` of the SwiGLU output are multiplied by ``gain`` and the matching columns of
+    the down projection's weight divided by it, so the network computes exactly the same
+    function (and BF16 trains the same way): only a quantizer sees the outliers, as in the
+    SwiGLU outlier channels of Fishman et al. 2024 (arXiv:2409.12517). ``remedy``:
+    ``"smooth"`` divides each input channel of the down projection by its current absolute
+    maximum before quantizing and folds the factor into the weight (Smooth-SwiGLU's per-channel
+    scaling); ``"bf16_layer"`` runs the down projections in BF16.
+    """
+
+    gain: float = 1.0
+    channels: int = 2
+    remedy: str = "none"
+    seed: int = 0  # which channels
+
+    def __post_init__(self):
+        checks.number("gain", self.gain, positive=True)
+        checks.number("channels", self.channels, integer=True, nonnegative=True)
+        checks.choice("remedy", self.remedy, REMEDIES)
+        checks.number("seed", self.seed, integer=True, nonnegative=True)
+
+    def channel_index(self, d_ff: int) -> np.ndarray:
+        """The outlier channels among ``d_ff`` (sorted; drawn once from ``seed``)."""
+        if self.channels > d_ff:
+            raise ValueError(f"channels={self.channels} exceeds d_ff={d_ff}")
+        rng = np.random.default_rng([self.seed, 0x4F55544C])
+        return np.sort(rng.choice(d_ff, self.channels, replace=False))
+
+
+def bf16_layer_names(config: ModelConfig, recipe_name: str) -> tuple[str, ...]:
+    """The block linears a recipe keeps in BF16: its ``bf16_fraction`` of them (rounded up),
+    counted from the output end, in the order the model applies them."""
+    from companion.formats_torch import recipe
+    order = [f"blocks.{i}.{n}" for i in range(config.layers) for n in ("qkv", "proj", "up", "down")]
+    n = math.ceil(recipe(recipe_name).bf16_fraction * len(order) - 1e-9)
+    return tuple(order[len(order) - n:]) if n else ()
+
+
+def build_model(config: ModelConfig, recipe: str, seed: int = 0,
+                outliers: Outliers | None = None):
     """The decoder with its block linears in ``recipe``, initialized from ``seed`` (torch is
-    imported here, so numpy users of this module never need it)."""
+    imported here, so numpy users of this module never need it). The same ``seed`` gives the
+    same initial weights under every recipe."""
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -136,16 +185,42 @@ def build_model(config: ModelConfig, recipe: str, seed: int = 0):
     from companion.formats_torch import QLinear
 
     head_recipe = "fp32" if recipe == "fp32" else "bf16"
+    keep = set(bf16_layer_names(config, recipe))
+    outliers = outliers or Outliers()
+    gain = torch.ones(config.d_ff)
+    gain[torch.from_numpy(outliers.channel_index(config.d_ff))] = float(outliers.gain)
+
+    def linear(name, n_in, n_out, layer_seed):
+        return QLinear(n_in, n_out, recipe="bf16" if name in keep else recipe, seed=layer_seed)
+
+    class Down(nn.Module):
+        """The MLP down projection, where the outlier channels enter (see :class:`Outliers`)."""
+
+        def __init__(self, name, layer_seed):
+            super().__init__()
+            if outliers.remedy == "bf16_layer":
+                self.lin = QLinear(config.d_ff, config.d_model, recipe="bf16", seed=layer_seed)
+            else:
+                self.lin = linear(name, config.d_ff, config.d_model, layer_seed)
+            self.register_buffer("gain", gain.clone())
+
+        def forward(self, h):
+            x, w = h * self.gain, self.lin.weight / self.gain
+            if outliers.remedy == "smooth":
+                s = x.detach().abs().amax(dim=tuple(range(x.ndim - 1))).clamp_min(1e-30)
+                x, w = x / s, w * s
+            return self.lin(x, weight=w)
 
     class Block(nn.Module):
-        def __init__(self, layer_seed):
+        def __init__(self, i, layer_seed):
             super().__init__()
             d, ff = config.d_model, config.d_ff
+            p = f"blocks.{i}."
             self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv = QLinear(d, 3 * d, recipe=recipe, seed=layer_seed)
-            self.proj = QLinear(d, d, recipe=recipe, seed=layer_seed + 1)
-            self.fc1 = QLinear(d, ff, recipe=recipe, seed=layer_seed + 2)
-            self.fc2 = QLinear(ff, d, recipe=recipe, seed=layer_seed + 3)
+            self.qkv = linear(p + "qkv", d, 3 * d, layer_seed)
+            self.proj = linear(p + "proj", d, d, layer_seed + 1)
+            self.up = linear(p + "up", d, 2 * ff, layer_seed + 2)  # SwiGLU gate and value
+            self.down = Down(p + "down", layer_seed + 3)
 
         def forward(self, x):
             b, t, d = x.shape
@@ -154,14 +229,15 @@ def build_model(config: ModelConfig, recipe: str, seed: int = 0):
             q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            gate, value = self.up(self.ln2(x)).chunk(2, dim=-1)
+            return x + self.down(F.silu(gate) * value)
 
     class Decoder(nn.Module):
         def __init__(self):
             super().__init__()
             self.tok = nn.Embedding(config.vocab, config.d_model)
             self.pos = nn.Embedding(config.context, config.d_model)
-            self.blocks = nn.ModuleList(Block(1000 * (i + 1)) for i in range(config.layers))
+            self.blocks = nn.ModuleList(Block(i, 1000 * (i + 1)) for i in range(config.layers))
             self.ln_f = nn.LayerNorm(config.d_model)
             self.head = QLinear(config.d_model, config.vocab, recipe=head_recipe)
             for emb in (self.tok, self.pos):
@@ -203,17 +279,27 @@ def learned(final_loss, bigram_nats: float, entropy_rate_nats: float) -> bool:
                 and final_loss < (bigram_nats + entropy_rate_nats) / 2)
 
 
+def held_out_set(language: MarkovLanguage, sequences: int, length: int) -> np.ndarray:
+    """The evaluation sequences: drawn from the language's own seed, never the run's, so every
+    seed and recipe is scored on the same tokens."""
+    return language.sample(sequences, length, np.random.default_rng([language.seed, 2]))
+
+
 # ----------------------------------------------------------------------------- one run
-def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
+def run(recipe: str, lr: float, steps: int = 200, seed: int = 0, *,
         config: ModelConfig = ModelConfig(), language: MarkovLanguage | None = None,
         batch: int = 16, warmup: int | None = None, clip: float = 1.0,
-        eval_batches: int = 8, stop_after: int | None = None, threads: int | None = 1) -> dict:
+        eval_batches: int = 8, stop_after: int | None = None, threads: int | None = 1,
+        outliers: Outliers | None = None) -> dict:
     """Train the decoder with ``recipe`` at peak learning rate ``lr``; returns a plain dict.
 
     AdamW (betas 0.9, 0.95, no weight decay), gradient clipping at ``clip``, the schedule of
     :func:`lr_at` (``warmup`` defaults to 10% of ``steps``). ``stop_after`` ends the run early
     on the same schedule (to replay the start of a recorded run). ``threads`` fixes torch's
     thread count during the run (results can differ in the last bits between thread counts).
+    ``outliers`` injects outlier channels (:class:`Outliers`). Runs are paired: a seed fixes
+    the initial weights and the training batches whatever the recipe, and the held-out set
+    depends on the language only, so it is the same for every seed and recipe.
 
     The dict holds ``loss`` (training loss per step), ``final_loss`` (held-out loss at the end,
     in nats per token), ``diverged`` (a non-finite loss, or a final loss above ln(vocab), the
@@ -234,6 +320,8 @@ def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
     checks.number("eval_batches", eval_batches, integer=True, positive=True)
     if not isinstance(config, ModelConfig):
         raise TypeError(f"config must be a ModelConfig; got {type(config).__name__}")
+    if outliers is not None and not isinstance(outliers, Outliers):
+        raise TypeError(f"outliers must be an Outliers or None; got {type(outliers).__name__}")
     language = language or MarkovLanguage(vocab=config.vocab)
     if language.vocab != config.vocab:
         raise ValueError(f"language.vocab={language.vocab} must equal config.vocab={config.vocab}")
@@ -247,11 +335,11 @@ def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
         torch.set_num_threads(checks.number("threads", threads, integer=True, positive=True))
     t0 = time.perf_counter()
     try:
-        model = build_model(config, recipe, seed)
+        model = build_model(config, recipe, seed, outliers)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
         data_rng = np.random.default_rng([seed, 1])
-        held_out = torch.from_numpy(language.sample(eval_batches * batch, config.context,
-                                                    np.random.default_rng([seed, 2])))
+        held_out = torch.from_numpy(held_out_set(language, eval_batches * batch,
+                                                 config.context))
 
         def loss_of(tokens, logits):
             # position 0 sees one token of context; score the predictions that see two or more
@@ -278,7 +366,7 @@ def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
-            if (step + 1) % max(1, stop // 5) == 0 or step + 1 == stop:
+            if (step + 1) % max(1, stop // 2) == 0 or step + 1 == stop:
                 evals.append((step + 1, evaluate()))
         final = evals[-1][1] if not diverged else math.nan
         diverged = diverged or not math.isfinite(final) or final > math.log(config.vocab)
@@ -287,7 +375,9 @@ def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
     return {
         "recipe": recipe, "lr": float(lr), "seed": seed, "steps": steps, "steps_run": len(losses),
         "batch": batch, "warmup": warmup, "clip": clip, "config": dataclasses.asdict(config),
-        "language": dataclasses.asdict(language),
+        "language": dataclasses.asdict(language), "eval_batches": eval_batches,
+        "outliers": dataclasses.asdict(outliers) if outliers else None,
+        "bf16_layers": list(bf16_layer_names(config, recipe)),
         "entropy_rate_nats": language.entropy_nats(2), "bigram_nats": language.entropy_nats(1),
         "unigram_nats": language.entropy_nats(0), "uniform_nats": math.log(config.vocab),
         "loss": [round(x, 5) if math.isfinite(x) else None for x in losses],
@@ -298,134 +388,161 @@ def run(recipe: str, lr: float, steps: int = 400, seed: int = 0, *,
     }
 
 
-# ----------------------------------------------------------------------------- the sweep
-def _run_kwargs(kwargs):
-    return run(**kwargs)
+# ----------------------------------------------------------------------------- the sweeps
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One training run of a sweep; ``name`` is its record's file name (without .json)."""
+
+    recipe: str
+    lr: float
+    seed: int
+    steps: int
+    outliers: Outliers | None = None
+
+    @property
+    def name(self) -> str:
+        o = self.outliers
+        extra = f"-g{o.gain:g}-{o.remedy}" if o else ""
+        return f"{self.recipe}{extra}-lr{self.lr:g}-s{self.seed}"
+
+    def kwargs(self) -> dict:
+        return dict(recipe=self.recipe, lr=self.lr, seed=self.seed, steps=self.steps,
+                    outliers=self.outliers)
 
 
-def sweep(recipes=SWEEP_RECIPES, lrs=SWEEP_LRS, steps: int = 400, seeds=(0,), workers: int = 1,
-          progress=None, **kwargs) -> list[dict]:
-    """:func:`run` for every recipe x learning rate x seed; ``workers`` processes in parallel.
-
-    ``progress``, if given, is called with each finished run's dict. Other keyword arguments go
-    to :func:`run`. Results come back in grid order whatever order they finish in.
-    """
-    from companion.formats_torch import RECIPES
-    recipes, lrs, seeds = list(recipes), list(lrs), list(seeds)
-    if not recipes or not lrs or not seeds:
-        raise ValueError("recipes, lrs and seeds must each name at least one value")
-    for r in recipes:
-        checks.choice("recipe", r, tuple(RECIPES))
-    for lr in lrs:
-        checks.number("lr", lr, positive=True)
-    checks.number("workers", workers, integer=True, positive=True)
-    jobs = [dict(recipe=r, lr=lr, steps=steps, seed=s, **kwargs)
-            for r in recipes for lr in lrs for s in seeds]
-    if workers == 1:
-        out = []
-        for job in jobs:
-            out.append(run(**job))
-            if progress:
-                progress(out[-1])
-        return out
-    import concurrent.futures as cf
-    import multiprocessing
-    results = [None] * len(jobs)
-    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-        futures = {ex.submit(_run_kwargs, job): i for i, job in enumerate(jobs)}
-        for fut in cf.as_completed(futures):
-            results[futures[fut]] = fut.result()
-            if progress:
-                progress(results[futures[fut]])
-    return results
+# Experiment 1: every recipe on a learning-rate grid (factor 2, around BF16's optimum).
+LR_RECIPES = ("bf16", "fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "mxfp4",
+              "mxfp4_sr_rht", "nvfp4")
+LR_GRID = (5e-4, 1e-3, 2e-3, 4e-3, 8e-3)
+SEEDS = (0, 1, 2, 3, 4)
+STEPS = 150
+# Experiment 2: outlier channels of growing gain; per-tensor FP8 and its remedies, against BF16.
+OUTLIER_ARMS = (("bf16", "none"), ("fp8_current", "none"), ("fp8_delayed", "none"),
+                ("fp8_block", "none"), ("mxfp8", "none"), ("fp8_current", "smooth"),
+                ("fp8_current", "bf16_layer"))
+OUTLIER_GAINS = (1e5, 1e6)  # per-tensor E4M3 spans 2^17.8 = 2.3e5 (a pilot at 1e4 showed no harm)
+OUTLIER_LR = 2e-3
 
 
-def summary(results: list[dict]):
-    """One row per run: recipe, lr, seed, final loss, its gap to the entropy rate, and the
-    ``diverged`` and ``learned`` flags of :func:`run` (a DataFrame)."""
-    import pandas as pd
-    rows = [{"recipe": r["recipe"], "lr": r["lr"], "seed": r["seed"],
-             "final_loss": r["final_loss"],
-             "gap_nats": (r["final_loss"] - r["entropy_rate_nats"]
-                          if r["final_loss"] is not None else None),
-             "diverged": r["diverged"], "learned": r["learned"]} for r in results]
-    return pd.DataFrame(rows)
+def sweep_jobs(experiment: str, seeds=SEEDS, steps: int = STEPS) -> list[Job]:
+    """The jobs of ``experiment``: ``"lr"`` (experiment 1), ``"outliers"`` (experiment 2) or
+    ``"smoke"`` (two recipes, two rates, a few steps: what CI runs)."""
+    checks.choice("experiment", experiment, SWEEPS)
+    seeds = [checks.number("seed", s, integer=True, nonnegative=True) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    checks.number("steps", steps, integer=True, positive=True)
+    # seed-major order: a sweep cut short still holds complete, paired seeds
+    if experiment == "lr":
+        return [Job(r, lr, s, steps) for s in seeds for r in LR_RECIPES for lr in LR_GRID]
+    if experiment == "outliers":
+        return [Job(r, OUTLIER_LR, s, steps, Outliers(gain=g, remedy=rem))
+                for s in seeds for g in OUTLIER_GAINS for r, rem in OUTLIER_ARMS]
+    return [Job(r, lr, s, steps) for s in seeds for r in ("bf16", "fp8_current")
+            for lr in (2e-3, 4e-3)]
 
 
-def best_lr(results: list[dict]) -> dict:
-    """Per recipe: the learning rate with the lowest mean final loss over seeds (diverged runs
-    excluded), that loss, and the largest learning rate at which every seed learned (see
-    :func:`learned`); None where no rate qualifies."""
-    table = summary(results)
-    out = {}
-    for recipe, df in table.groupby("recipe", sort=False):
-        by_lr = df.groupby("lr").agg(loss=("final_loss", "mean"), diverged=("diverged", "any"),
-                                     learned=("learned", "all"))
-        ok = by_lr[~by_lr["diverged"]]
-        learned = by_lr[by_lr["learned"]]
-        out[recipe] = {"best_lr": float(ok["loss"].idxmin()) if len(ok) else None,
-                       "best_loss": float(ok["loss"].min()) if len(ok) else None,
-                       "max_lr_learned": float(learned.index.max()) if len(learned) else None}
+SWEEPS = ("lr", "outliers", "smoke")
+
+
+def _write_json(path: Path, body: dict) -> None:
+    # through a temporary file: a killed run never leaves half a record
+    import json
+    import os
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(body, indent=1, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def run_sweep(experiment: str, directory: Path | str | None = None, seeds=SEEDS,
+              steps: int = STEPS, progress: bool = True, limit: int | None = None) -> dict:
+    """Run the jobs of :func:`sweep_jobs` that have no record yet in ``directory`` (default
+    ``data/experiments/<experiment>/``), one JSON record per job with its provenance, so a
+    killed sweep resumes where it stopped. ``limit`` stops after that many new jobs. Returns
+    counts: ``done`` (run now), ``skipped`` (already recorded), ``total``."""
+    import torch
+    jobs = sweep_jobs(experiment, seeds, steps)
+    directory = Path(directory) if directory is not None else EXPERIMENTS_DIR / experiment
+    directory.mkdir(parents=True, exist_ok=True)
+    missing = [j for j in jobs if not (directory / f"{j.name}.json").exists()]
+    todo = missing
+    if limit is not None:
+        todo = missing[:checks.number("limit", limit, integer=True, nonnegative=True)]
+    torch.set_num_threads(1)  # one core per sweep; the results then repeat bit for bit
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), desc=experiment, unit="run", file=sys.stderr)
+    try:
+        for job in todo:
+            if bar is not None:
+                bar.set_postfix_str(job.name)
+            result = run(**job.kwargs())
+            meta = record.provenance("cpu")
+            meta.update({"experiment": experiment, "job": job.name,
+                         "command": f"python -m companion.experiment {experiment}"})
+            _write_json(directory / f"{job.name}.json",
+                        {"kind": f"experiment_{experiment}", "meta": meta, "result": result})
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+    return {"done": len(todo), "skipped": len(jobs) - len(missing), "total": len(jobs)}
+
+
+def load_sweep(experiment: str, directory: Path | str | None = None) -> list[dict]:
+    """Every recorded job of ``experiment``, each its run dict plus ``meta`` (provenance)."""
+    import json
+    checks.choice("experiment", experiment, SWEEPS)
+    directory = Path(directory) if directory is not None else EXPERIMENTS_DIR / experiment
+    out = []
+    for p in sorted(directory.glob("*.json")):
+        rec = json.loads(p.read_text())
+        out.append({**rec["result"], "meta": rec["meta"]})
     return out
 
 
-def _print_run(r):
-    final = "NaN" if r["final_loss"] is None else f"{r['final_loss']:.4f}"
-    print(f"{r['recipe']:<12} lr={r['lr']:<8g} seed={r['seed']} final={final} "
-          f"diverged={r['diverged']} ({r['wall_s']:.1f} s)", flush=True)
-
-
-def _parse_list(flag, text, kind):
-    try:
-        return [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag} must be comma-separated {kind.__name__} values; got {text!r}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Command line: run a learning-rate sweep and record it; returns the exit status."""
+    """Command line: run (or resume) a sweep and record each job; returns the exit status."""
     p = argparse.ArgumentParser(
         prog="python -m companion.experiment",
-        description="Train a small decoder on CPU with emulated low-precision GEMMs over a grid "
-                    "of recipes and learning rates; record the sweep in data/experiments/.")
-    p.add_argument("--recipes", default=",".join(SWEEP_RECIPES),
-                   help="comma-separated recipes (default: %(default)s)")
-    p.add_argument("--lrs", default=",".join(f"{x:g}" for x in SWEEP_LRS),
-                   help="comma-separated peak learning rates (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=400, help="optimizer steps per run")
-    p.add_argument("--seeds", default="0", help="comma-separated seeds (default: %(default)s)")
-    p.add_argument("--batch", type=int, default=16, help="sequences per step")
-    p.add_argument("--workers", type=int, default=1, help="runs in parallel (processes)")
-    p.add_argument("--quick", action="store_true", help="2 recipes x 2 rates x 10 steps")
-    p.add_argument("--no-save", action="store_true", help="print only; write no record")
-    p.add_argument("--out", help="directory for the record (default data/experiments/)")
+        description="Train a small decoder on CPU with emulated low-precision GEMMs; one JSON "
+                    "record per run in data/experiments/<experiment>/ (existing ones are kept, "
+                    "so a killed sweep resumes).")
+    p.add_argument("experiment", choices=SWEEPS,
+                   help="lr: every recipe on a learning-rate grid; outliers: outlier channels "
+                        "and remedies; smoke: a few steps, for CI")
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                   help="comma-separated seeds (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"optimizer steps per run (default {STEPS}; smoke: 3)")
+    p.add_argument("--out", help="directory for the records (default data/experiments/<experiment>/)")
+    p.add_argument("--limit", type=int, help="run at most this many new jobs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     try:
-        recipes = [r.strip() for r in args.recipes.split(",") if r.strip()]
-        lrs = _parse_list("--lrs", args.lrs, float)
-        seeds = _parse_list("--seeds", args.seeds, int)
-        steps = args.steps
-        if args.quick:
-            recipes, lrs, steps = recipes[:2], lrs[:2], 10
-        t0 = time.perf_counter()
-        results = sweep(recipes, lrs, steps, seeds, workers=args.workers, batch=args.batch,
-                        progress=_print_run)
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        print(f"error: --seeds must be comma-separated integers; got {args.seeds!r}",
+              file=sys.stderr)
+        return 2
+    steps = args.steps if args.steps is not None else (3 if args.experiment == "smoke" else STEPS)
+    try:
+        counts = run_sweep(args.experiment, args.out, seeds, steps, not args.no_progress,
+                           args.limit)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.no_save:
-        return 0
-    meta = record.provenance("cpu")
-    meta["command"] = " ".join(["python -m companion.experiment",
-                                *(sys.argv[1:] if argv is None else argv)])
-    meta.update({"experiment": "lr_sweep", "wall_s": time.perf_counter() - t0,
-                 "settings": {"recipes": recipes, "lrs": lrs, "seeds": seeds, "steps": steps,
-                              "batch": args.batch, "workers": args.workers,
-                              "config": dataclasses.asdict(ModelConfig()),
-                              "language": dataclasses.asdict(MarkovLanguage())}})
-    path = record.write_record(KIND, results, meta,
-                               Path(args.out) if args.out else EXPERIMENTS_DIR)
-    print(f"saved {path}")
+    print(f"{args.experiment}: {counts['done']} run, {counts['skipped']} already recorded, "
+          f"{counts['total']} in the sweep")
     return 0
 
 

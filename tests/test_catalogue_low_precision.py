@@ -111,3 +111,52 @@ def test_explorer_frames():
     pitfalls = lp.cast_pitfalls()
     assert pitfalls.loc[1000.0, "torch .to(float8_e4m3fn)"] == 448
     assert np.isnan(pitfalls.loc[1000.0, "ml_dtypes astype(float8_e4m3fn)"])
+
+
+def _run(recipe, lr, seed, final, remedy=None, gain=1.0):
+    return {"recipe": recipe, "lr": lr, "seed": seed, "final_loss": final, "diverged": False,
+            "learned": True, "uniform_nats": math.log(16),
+            "outliers": {"gain": gain, "remedy": remedy, "channels": 2} if remedy else None,
+            "loss": [2.0, 1.5, final]}
+
+
+def test_sweep_tables_pair_seeds():
+    from companion.explore import low_precision as lp
+    lrs = (1e-3, 2e-3, 4e-3)
+    runs = []
+    for s, offset in enumerate((0.0, 0.1, -0.05)):  # per-seed noise shared by both recipes
+        for lr, base in zip(lrs, (1.2, 1.0, 1.2)):
+            runs.append(_run("bf16", lr, s, base + offset))
+            runs.append(_run("fp8", lr, s, base + offset + 0.01))
+    runs.append(_run("fp8", 1e-3, 3, 1.0))  # an incomplete seed: left out
+    frame = lp.complete_seeds(lp.sweep_frame(runs))
+    assert sorted(frame["seed"].unique()) == [0, 1, 2]
+    gaps = lp.gap_table(frame, 2e-3)
+    # the paired differences are all 0.01: no spread, a zero-width interval
+    assert gaps.loc["fp8", "gap (nats)"] == pytest.approx(0.01)
+    assert gaps.loc["fp8", "gap lo"] == pytest.approx(0.01)
+    opt = lp.optimum_table(frame)
+    assert opt.loc["bf16", "optimal lr"] == pytest.approx(2e-3)  # a symmetric parabola
+    assert opt.loc["fp8", "2x lower?"] == "contradicted"
+    curves = lp.loss_curves(runs, 2e-3, seed=1, every=1)
+    assert set(curves["recipe"]) == {"bf16", "fp8"} and len(curves) == 6
+
+
+def test_outlier_table_gaps_against_bf16():
+    from companion.explore import low_precision as lp
+    runs = []
+    for s in range(3):
+        runs.append(_run("bf16", 2e-3, s, 1.0 + 0.1 * s, "none", 1e5))
+        runs.append(_run("fp8_current", 2e-3, s, 1.3 + 0.1 * s, "none", 1e5))
+        runs.append(_run("fp8_current", 2e-3, s, 1.02 + 0.1 * s, "bf16_layer", 1e5))
+    t = lp.outlier_table(lp.sweep_frame(runs)).loc[1e5]
+    assert t.loc["fp8_current", "gap to bf16"] == pytest.approx(0.3)
+    assert t.loc["fp8_current + bf16_layer", "gap to bf16"] == pytest.approx(0.02)
+
+
+def test_mx_rule_table():
+    from companion.explore import low_precision as lp
+    t = lp.mx_rule_table(1 << 14)
+    # the OCP floor rule saturates block maxima in (448, 512); TE's round-up rule never does
+    assert t.loc["MXFP8, TE round-up", "saturated"] == 0 < t.loc["MXFP8, OCP floor", "saturated"]
+    assert t.loc["MXFP8, TE round-up", "SQNR (dB)"] > t.loc["MXFP8, OCP floor", "SQNR (dB)"]

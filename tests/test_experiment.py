@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from companion import experiment as E  # noqa: E402
 from companion.bench import record  # noqa: E402
@@ -55,50 +55,104 @@ def test_stop_after_replays_the_start():
     assert part["loss"] == full["loss"][:5] and part["steps_run"] == 5
 
 
-def test_main_writes_a_record(tmp_path, capsys):
-    assert E.main(["--recipes", "bf16,fp8_current", "--lrs", "0.01", "--steps", "2",
-                   "--batch", "2", "--out", str(tmp_path)]) == 0
-    recs = record.load_records(kind=E.KIND, directory=tmp_path)
-    assert len(recs) == 1
-    rec = recs[0]
-    assert [r["recipe"] for r in rec["results"]] == ["bf16", "fp8_current"]
-    assert rec["meta"]["settings"]["steps"] == 2 and "torch" in rec["meta"]
-    assert rec["meta"]["command"].startswith("python -m companion.experiment")
-    assert "git_commit" in rec["meta"]
-    json.dumps(rec)  # plain JSON, no NaN objects hiding in it
-    assert "saved" in capsys.readouterr().out
+def test_runs_are_paired_across_recipes_and_the_eval_set_is_fixed():
+    # one seed: the same initial weights under every recipe; the held-out set never moves
+    a = E.build_model(TINY, "bf16", seed=4)
+    b = E.build_model(TINY, "fp8_current", seed=4)
+    for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters()):
+        assert na == nb and torch.equal(pa, pb)
+    r0 = E.run("bf16", 1e-2, steps=2, seed=0, config=TINY, language=LANG, batch=4)
+    r1 = E.run("bf16", 1e-2, steps=2, seed=1, config=TINY, language=LANG, batch=4)
+    assert r0["loss"] != r1["loss"]
+    held = E.held_out_set(LANG, 8, 16)
+    assert np.array_equal(held, E.held_out_set(LANG, 8, 16))
+    assert not np.array_equal(held, E.held_out_set(E.MarkovLanguage(8, 0.1, seed=4), 8, 16))
 
 
-def test_bad_inputs():
-    with pytest.raises(ValueError, match="nvfp4"):
-        E.run("nvfp5", 1e-3, steps=1)
-    with pytest.raises(ValueError, match="lr"):
-        E.run("bf16", -1.0, steps=1)
-    with pytest.raises(ValueError, match="recipe"):
-        E.sweep(["bf16", "fp9"], [1e-3], steps=1)
-    with pytest.raises(ValueError, match="heads"):
-        E.ModelConfig(d_model=30, heads=4)
-    with pytest.raises(ValueError, match="vocab"):
-        E.run("bf16", 1e-3, steps=1, config=TINY, language=E.MarkovLanguage(vocab=16))
-    assert E.main(["--recipes", "bf17", "--steps", "1", "--no-save"]) == 2
-    assert E.main(["--lrs", "fast", "--steps", "1", "--no-save"]) == 2
+def test_model_is_swiglu_at_width_128_by_default():
+    cfg = E.ModelConfig()
+    assert cfg.d_model % 128 == 0 and cfg.d_ff % 128 == 0
+    m = E.build_model(cfg, "bf16")
+    blk = m.blocks[0]
+    assert blk.up.weight.shape == (2 * cfg.d_ff, cfg.d_model)  # gate and value: SwiGLU
+    assert blk.down.lin.weight.shape == (cfg.d_model, cfg.d_ff)
+
+
+def test_nvfp4_keeps_its_last_linears_in_bf16():
+    # about 16% of the linear layers, counted from the output end (arXiv:2509.25149)
+    cfg = E.ModelConfig()
+    assert E.bf16_layer_names(cfg, "nvfp4") == ("blocks.1.up", "blocks.1.down")
+    assert E.bf16_layer_names(cfg, "fp8_current") == ()
+    m = E.build_model(cfg, "nvfp4")
+    assert m.blocks[1].down.lin.recipe.name == "bf16" and m.blocks[0].down.lin.recipe.name == "nvfp4"
+
+
+def test_outliers_leave_the_function_unchanged():
+    # the gain on the down projection's input is undone in its weight: exact arithmetic (fp32)
+    # computes the same function, so only a quantizer can tell
+    torch.manual_seed(0)
+    tokens = torch.randint(0, TINY.vocab, (2, TINY.context))
+    plain = E.build_model(TINY, "fp32", 3)(tokens)
+    for remedy in ("none", "smooth"):
+        out = E.build_model(TINY, "fp32", 3, E.Outliers(gain=1024.0, remedy=remedy))(tokens)
+        assert torch.allclose(out, plain, rtol=1e-5, atol=1e-5)
+    bf16 = E.build_model(TINY, "fp32", 3, E.Outliers(gain=1024.0, remedy="bf16_layer"))(tokens)
+    assert not torch.equal(bf16, plain) and torch.allclose(bf16, plain, atol=1e-2)
+    idx = E.Outliers(channels=2).channel_index(64)
+    assert len(set(idx.tolist())) == 2 and idx.max() < 64
+    with pytest.raises(ValueError, match="remedy"):
+        E.Outliers(remedy="magic")
+    with pytest.raises(ValueError, match="gain"):
+        E.Outliers(gain=0)
+
+
+def test_outliers_hurt_per_tensor_fp8_and_bf16_layer_recovers_it():
+    # the mechanism of experiment 2 on one forward pass: with outliers of gain 2^20 per-tensor
+    # E4M3 flushes the other channels of the down projection's input
+    torch.manual_seed(0)
+    tokens = torch.randint(0, TINY.vocab, (4, TINY.context))
+    ref = E.build_model(TINY, "fp32", 1)(tokens)
+
+    def err(recipe, remedy):
+        out = E.build_model(TINY, recipe, 1, E.Outliers(gain=2.0 ** 20, remedy=remedy))(tokens)
+        return float(((out - ref).norm() / ref.norm()).detach())
+    assert err("fp8_current", "none") > 2 * err("fp8_current", "bf16_layer")
+    assert err("fp8_current", "smooth") < err("fp8_current", "none")
+
+
+def test_sweep_records_each_job_and_resumes(tmp_path):
+    counts = E.run_sweep("smoke", tmp_path, seeds=(0,), steps=2, progress=False, limit=3)
+    assert counts == {"done": 3, "skipped": 0, "total": 4}
+    again = E.run_sweep("smoke", tmp_path, seeds=(0,), steps=2, progress=False)
+    assert again == {"done": 1, "skipped": 3, "total": 4}  # a killed sweep loses nothing done
+    runs = E.load_sweep("smoke", tmp_path)
+    assert len(runs) == 4 and {r["recipe"] for r in runs} == {"bf16", "fp8_current"}
+    meta = runs[0]["meta"]
+    assert {"git_commit", "torch", "cpu", "date_utc", "job"} <= set(meta)
+    for p in tmp_path.glob("*.json"):
+        json.loads(p.read_text())  # plain JSON, no NaN objects
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_sweep_grids():
+    lr = E.sweep_jobs("lr")
+    assert len(lr) == len(E.LR_RECIPES) * len(E.LR_GRID) * len(E.SEEDS)
+    assert len(E.SEEDS) >= 5 and set(E.LR_RECIPES) >= {"fp8_delayed", "mxfp4_sr_rht", "nvfp4"}
+    assert [j.seed for j in lr[:3]] == [0, 0, 0] and lr[-1].seed == max(E.SEEDS)  # seed-major
+    out = E.sweep_jobs("outliers")
+    assert {(j.recipe, j.outliers.remedy) for j in out} == set(E.OUTLIER_ARMS)
+    assert len({j.name for j in lr + out}) == len(lr) + len(out)
+
+
+def test_main(tmp_path, capsys):
+    assert E.main(["smoke", "--seeds", "0", "--steps", "1", "--out", str(tmp_path),
+                   "--no-progress"]) == 0
+    assert "4 run, 0 already recorded" in capsys.readouterr().out
+    assert E.main(["smoke", "--seeds", "x", "--no-progress"]) == 2
+    assert E.main(["smoke", "--seeds", "-1", "--out", str(tmp_path), "--no-progress"]) == 2
 
 
 def test_learned_threshold():
     # halfway between the bigram level and the entropy rate
     assert E.learned(1.4, 2.0, 1.0) and not E.learned(1.5, 2.0, 1.0)
     assert not E.learned(None, 2.0, 1.0) and not E.learned(float("nan"), 2.0, 1.0)
-
-
-def test_summary_and_best_lr():
-    runs = [
-        {"recipe": "a", "lr": 1e-3, "seed": 0, "final_loss": 1.0, "entropy_rate_nats": 0.5,
-         "diverged": False, "learned": True},
-        {"recipe": "a", "lr": 2e-3, "seed": 0, "final_loss": 0.8, "entropy_rate_nats": 0.5,
-         "diverged": False, "learned": True},
-        {"recipe": "a", "lr": 4e-3, "seed": 0, "final_loss": 2.0, "entropy_rate_nats": 0.5,
-         "diverged": False, "learned": False},
-    ]
-    best = E.best_lr(runs)["a"]
-    assert best == {"best_lr": 2e-3, "best_loss": 0.8, "max_lr_learned": 2e-3}
-    assert list(E.summary(runs)["gap_nats"].round(3)) == [0.5, 0.3, 1.5]

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pandas as pd
 
-from .. import calibration, checks, formats, hardware, speedup, units
+from .. import calibration, checks, formats, hardware, seedstats, speedup, units
 from .core import Choice, Slider
 
 # ----------------------------------------------------------------------------- the formats
@@ -220,49 +220,157 @@ AMDAHL_CHART = dict(x="GEMM share of BF16 step:Q", y="step speedup:Q", color="co
                     tooltip=["config", "GEMM share of BF16 step", "step speedup"])
 
 
-# ----------------------------------------------------------------------------- the sweep
-def sweep_frame(rec: dict) -> pd.DataFrame:
-    """One row per run of a recorded learning-rate sweep."""
-    rows = [{"recipe": r["recipe"], "lr": r["lr"], "seed": r["seed"],
-             "final loss": r["final_loss"], "diverged": r["diverged"],
-             "learned": r["learned"]} for r in rec["results"]]
-    return pd.DataFrame(rows)
+# ----------------------------------------------------------------------------- the sweeps
+def sweep_frame(results: list[dict]) -> pd.DataFrame:
+    """One row per recorded run (:func:`companion.experiment.load_sweep`): recipe, remedy,
+    gain, lr, seed, ``final loss`` (a run that diverged counts at the uniform loss, as in
+    :func:`companion.seedstats.final_losses`) and the flags."""
+    return seedstats.final_losses(results).rename(columns={"final": "final loss"})
+
+
+def complete_seeds(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the seeds that have a run in every cell of the grid (a sweep still running,
+    or cut short, leaves its last seed incomplete; paired statistics need whole seeds)."""
+    cells = ["recipe", "remedy", "gain", "lr"]
+    n_cells = len(frame.drop_duplicates(cells))
+    per_seed = frame.drop_duplicates(cells + ["seed"]).groupby("seed").size()
+    return frame[frame["seed"].isin(per_seed[per_seed == n_cells].index)]
+
+
+def _stats(frame):
+    return frame.rename(columns={"final loss": "final"})
 
 
 def sweep_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Final loss by recipe (rows) and learning rate (columns), mean over seeds."""
+    """Final loss by recipe (rows) and learning rate (columns): mean over seeds."""
     return frame.pivot_table(index="recipe", columns="lr", values="final loss",
                              aggfunc="mean", sort=False)
 
 
+def spread_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Seed-to-seed standard deviation of the final loss, by recipe and learning rate."""
+    return frame.pivot_table(index="recipe", columns="lr", values="final loss",
+                             aggfunc="std", sort=False)
+
+
+def optimum_table(frame: pd.DataFrame, reference: str = "bf16") -> pd.DataFrame:
+    """Per recipe: the loss-optimal learning rate with its 95% bootstrap interval over seeds,
+    how many times lower it is than ``reference``'s (paired interval) and the verdict on
+    "needs a 2x (or more) lower rate" (:func:`companion.seedstats.lr_verdict`)."""
+    f = _stats(frame)
+    rows = []
+    for recipe in dict.fromkeys(f["recipe"]):
+        opt = seedstats.optimum_lr(f, recipe)
+        row = {"recipe": recipe, "optimal lr": opt["lr"], "lr lo": opt["lo"],
+               "lr hi": opt["hi"], "at grid edge": opt["at_edge"],
+               "loss at best grid lr": opt["loss"], "seeds": opt["n_seeds"]}
+        if recipe != reference:
+            r = seedstats.lr_ratio(f, recipe, reference)
+            row.update({f"{reference} / recipe": r["ratio"], "ratio lo": r["lo"],
+                        "ratio hi": r["hi"], "2x lower?": seedstats.lr_verdict(r)})
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("recipe")
+
+
+def gap_table(frame: pd.DataFrame, lr: float, reference: str = "bf16") -> pd.DataFrame:
+    """Paired loss difference of every recipe against ``reference`` at one learning rate:
+    mean over seeds and its 95% Student-t interval (nats; positive = worse)."""
+    f = _stats(frame)
+    f = f[np.isclose(f["lr"], lr)]
+    ref = f[f["recipe"] == reference].set_index("seed")["final"]
+    rows = []
+    for recipe, df in f.groupby("recipe", sort=False):
+        if recipe == reference:
+            continue
+        mine = df.set_index("seed")["final"]
+        seeds = sorted(set(mine.index) & set(ref.index))
+        d = seedstats.paired_difference(mine[seeds].to_numpy(), ref[seeds].to_numpy())
+        rows.append({"recipe": recipe, "gap (nats)": d["mean"], "gap lo": d["lo"],
+                     "gap hi": d["hi"], "seeds": d["n"]})
+    return pd.DataFrame(rows).set_index("recipe")
+
+
+def outlier_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Experiment 2: per outlier gain and arm (recipe + remedy), the mean final loss and the
+    paired gap to BF16 at the same gain with its 95% interval."""
+    f = _stats(frame).copy()
+    f["arm"] = np.where(f["remedy"] == "none", f["recipe"], f["recipe"] + " + " + f["remedy"])
+    rows = []
+    for gain, g in f.groupby("gain"):
+        ref = g[g["arm"] == "bf16"].set_index("seed")["final"]
+        for arm, df in g.groupby("arm", sort=False):
+            mine = df.set_index("seed")["final"]
+            row = {"gain": gain, "arm": arm, "mean loss": float(mine.mean()),
+                   "seeds": len(mine), "diverged": int(df["diverged"].sum())}
+            if arm != "bf16":
+                seeds = sorted(set(mine.index) & set(ref.index))
+                d = seedstats.paired_difference(mine[seeds].to_numpy(), ref[seeds].to_numpy())
+                row.update({"gap to bf16": d["mean"], "gap lo": d["lo"], "gap hi": d["hi"]})
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["gain", "arm"])
+
+
 def sweep_chart(frame: pd.DataFrame, entropies: dict) -> alt.Chart:
-    """Final held-out loss against peak learning rate, one line per recipe, with the
-    language's entropies (``{"label": nats}``) as horizontal rules."""
-    lines = alt.Chart(frame).mark_line(point=True).encode(
-        x=alt.X("lr:Q", scale=alt.Scale(type="log"), title="peak learning rate"),
-        y=alt.Y("final loss:Q", title="held-out loss (nats/token)"),
-        color=alt.Color("recipe:N", sort=list(dict.fromkeys(frame["recipe"]))),
-        tooltip=["recipe", "lr", "final loss", "learned"])
+    """Final held-out loss against peak learning rate: the seed mean per recipe (line) and
+    every seed (points), with the language's entropies (``{"label": nats}``) as rules."""
+    order = list(dict.fromkeys(frame["recipe"]))
+    mean = frame.groupby(["recipe", "lr"], sort=False, as_index=False)["final loss"].mean()
+    color = alt.Color("recipe:N", sort=order)
+    x = alt.X("lr:Q", scale=alt.Scale(type="log"), title="peak learning rate")
+    y = alt.Y("final loss:Q", title="held-out loss (nats/token)", scale=alt.Scale(zero=False))
+    lines = alt.Chart(mean).mark_line(point=True).encode(x=x, y=y, color=color,
+                                                         tooltip=["recipe", "lr", "final loss"])
+    dots = alt.Chart(frame).mark_point(opacity=0.35, size=18).encode(
+        x=x, y=y, color=color, tooltip=["recipe", "lr", "seed", "final loss", "learned"])
     rules = pd.DataFrame({"reference": list(entropies), "nats": list(entropies.values())})
     rule = alt.Chart(rules).mark_rule(strokeDash=[4, 4], color="gray").encode(
         y="nats:Q", tooltip=["reference", "nats"])
     text = alt.Chart(rules).mark_text(align="left", dx=4, dy=-6, color="gray").encode(
         y="nats:Q", x=alt.value(0), text="reference:N")
-    return (rule + text + lines).properties(
-        width=520, height=320, title="Final loss vs learning rate, per recipe (recorded sweep)")
+    return (rule + text + dots + lines).properties(
+        width=520, height=320,
+        title="Final loss vs learning rate: seed mean (lines) and each seed (points)")
 
 
-def loss_curves(rec: dict, lr: float, every: int = 4) -> pd.DataFrame:
-    """Training-loss curves of every recipe at one learning rate of a recorded sweep."""
+def outlier_chart(table: pd.DataFrame) -> alt.Chart:
+    """Experiment 2: paired gap to BF16 per arm and outlier gain, with 95% intervals."""
+    t = table.reset_index().dropna(subset=["gap to bf16"])
+    t["gain"] = t["gain"].map(lambda g: f"{g:.0e}")
+    base = alt.Chart(t).encode(y=alt.Y("arm:N", title=None, sort=list(dict.fromkeys(t["arm"]))),
+                               color="gain:N", yOffset="gain:N")
+    bars = base.mark_rule().encode(x=alt.X("gap lo:Q", title="final loss minus BF16's (nats)"),
+                                   x2="gap hi:Q")
+    dots = base.mark_point(filled=True).encode(
+        x="gap to bf16:Q", tooltip=["arm", "gain", "gap to bf16", "gap lo", "gap hi"])
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="gray").encode(x="x:Q")
+    return (zero + bars + dots).properties(
+        width=480, height=260, title="Outlier channels: loss gap to BF16 (mean, 95% interval)")
+
+
+def loss_curves(results: list[dict], lr: float, seed: int = 0, every: int = 3) -> pd.DataFrame:
+    """Training-loss curves of every recipe at one learning rate and seed of a sweep."""
     rows = []
-    for r in rec["results"]:
-        if not math.isclose(r["lr"], lr, rel_tol=1e-9):
+    for r in results:
+        if not math.isclose(r["lr"], lr, rel_tol=1e-9) or r["seed"] != seed:
             continue
         for step in range(0, len(r["loss"]), every):
             v = r["loss"][step]
             if v is not None:
                 rows.append({"recipe": r["recipe"], "step": step, "training loss": v})
     return pd.DataFrame(rows)
+
+
+def mx_rule_table(n: int = 1 << 16, seed: int = 0) -> pd.DataFrame:
+    """SQNR and saturated share of normal values under MXFP8 (E4M3) with the OCP floor rule
+    and TransformerEngine's round-up rule, next to per-tensor E4M3."""
+    x = np.random.default_rng(seed).standard_normal((n // 1024, 1024)).astype(np.float32)
+    rows = []
+    for label, scheme, kw in (("per-tensor E4M3", "fp8_e4m3_tensor", {}),
+                              ("MXFP8, OCP floor", "mxfp8_e4m3", {"scale_rule": "floor"}),
+                              ("MXFP8, TE round-up", "mxfp8_e4m3", {"scale_rule": "up"})):
+        q = formats.quant_stats(x, scheme, **kw)
+        rows.append({"scaling": label, "SQNR (dB)": q.sqnr_db, "saturated": q.fraction_clipped})
+    return pd.DataFrame(rows).set_index("scaling")
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -306,11 +414,13 @@ def published_mamf() -> pd.DataFrame:
                          "fraction of peak": rec["fraction"]}).set_index(["GPU", "precision"])
 
 
-def replay_frame(live: dict, rec: dict, lr: float) -> pd.DataFrame:
+def replay_frame(live: dict, results: list[dict], lr: float, seed: int = 0) -> pd.DataFrame:
     """Training-loss curves of runs just made (``{recipe: run dict}``) next to the same
-    recipes' recorded curves at learning rate ``lr``, over the steps the live runs made."""
+    recipes' recorded curves at learning rate ``lr`` and ``seed``, over the steps the live
+    runs made."""
     rows = []
-    recorded = {r["recipe"]: r for r in rec["results"] if math.isclose(r["lr"], lr)}
+    recorded = {r["recipe"]: r for r in results
+                if math.isclose(r["lr"], lr) and r["seed"] == seed}
     for recipe, run in live.items():
         for source, losses in (("this run", run["loss"]),
                                ("recorded", recorded[recipe]["loss"][:len(run["loss"])])):
