@@ -23,9 +23,9 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   50-73% of the theoretical maximum FLOPs/s on A100"; the backward pass sits at the low end.
   Used only with a software stack that has fused attention (not in the 2021-2022 runs).
 - ``hbm_efficiency`` 0.80: fraction of the HBM datasheet bandwidth that memory-bound kernels
-  (norms, dropout, softmax, the optimizer) reach. A pure device-to-device copy reaches about
-  0.90 (4.3 of 4.8 TB/s measured on this project's H200); kernels that also reduce or
-  gather reach less.
+  (norms, dropout, softmax, the optimizer) reach. The memory clock itself allows only part of
+  the datasheet figure (a B200's driver reports a 7680-bit bus at 3996 MHz, 7.67 TB/s:
+  pytorch/ao PR 4002), and kernels that also reduce or gather reach less than a copy.
 - ``scaleup_efficiency`` 0.65: NCCL bus bandwidth over NVLink as a fraction of the
   per-direction line rate, for the 10-100 MB messages tensor parallelism moves. Ring
   all-reduce bus bandwidth ramps with message size and tops out below line rate (nccl-tests
@@ -34,6 +34,20 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
 - ``scaleout_efficiency`` 0.90: NCCL bus bandwidth over InfiniBand as a fraction of the NIC
   line rate (RDMA payload after headers; large messages).
 
+- ``overlap_clock_fraction`` 0.80: the SM clock while a collective runs beside the GEMMs,
+  as a fraction of the clock the GEMMs get alone. Overlapped communication adds its power to
+  the GEMMs' and the part throttles: DeepGEMM's maintainers report an H800 dropping "from
+  1980MHz to 1575 MHz" when compute and communication overlap (deepseek-ai/DeepGEMM issue
+  120), 0.80. Not fitted.
+- ``overlap_sms`` 16: SMs a collective kernel takes from the GEMMs it overlaps. Transformer
+  Engine's userbuffers give each pipelined and bulk TP overlap ``num_sm`` 16 by default
+  (transformer_engine/pytorch/module/base.py, ``initialize_ub``: ``"num_sm": 1 if method ==
+  "ring_exchange" else 16``); NCCL runs one channel per SM. Not fitted.
+- ``kernel_gap_s`` 4 microseconds: idle time between two dependent kernels of an eager
+  PyTorch step (launch latency plus the host's per-op work when it cannot run ahead);
+  :data:`companion.steptime.KERNELS_PER_LAYER` counts the kernels. With CUDA graphs the gap
+  is ``graph_gap_s``.
+
 One table sits under the first constant: how close the best GEMM of a microbenchmark gets to
 the datasheet differs by GPU and by precision, and published measurements say by how much.
 :func:`gemm_peak_fraction` reads them from ``data/published_measurements.csv`` (Stas Bekman's
@@ -41,6 +55,15 @@ maximum achievable matmul FLOP/s, ``mamf-finder.py``): on an H100, BF16 reaches 
 peak and FP8 only 0.71, so FP8 GEMMs are priced 12% slower than the 2x of the datasheet
 implies. These are measurements of kernels, never of training runs, so they do not use up the
 held-out rows.
+
+A second table corrects the first for what a step sustains. MAMF is a burst: mamf-finder.py
+flushes L2 between timed matmuls and keeps the best shape, so the GPU is never held at its
+power limit by GEMMs back to back. Transformer Engine's GEMM profiling tutorial times a whole
+layer's twelve GEMMs back to back at a model's own shapes on a B300 (``kind ==
+"gemm_model_shapes"`` rows). :func:`sustained_fraction` prices those very shapes with the
+burst model and divides: what is left is the sustained rate (clock under the power limit,
+shapes a best-shape search avoids). The same records give FP4 its own rate: NVFP4 is priced
+from the measured NVFP4 kernels, not from FP8's.
 
 Everything else the model needs is a datasheet number (:mod:`companion.hardware`), a latency
 from NCCL's own tuning model (:mod:`companion.fabric`), or arithmetic.
@@ -51,9 +74,11 @@ import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from companion import checks, hardware
+from companion.roofline import gemm_time_arrays
 
 
 @dataclass(frozen=True)
@@ -65,10 +90,19 @@ class Calibration:
     hbm_efficiency: float = 0.80
     scaleup_efficiency: float = 0.65
     scaleout_efficiency: float = 0.90
+    overlap_clock_fraction: float = 0.80
+    overlap_sms: int = 16
+    kernel_gap_s: float = 4e-6
+    graph_gap_s: float = 1e-6
 
     def __post_init__(self):
         for f in fields(self):
-            checks.number(f.name, getattr(self, f.name), positive=True, maximum=1)
+            if f.name == "overlap_sms":
+                checks.number(f.name, self.overlap_sms, integer=True, minimum=0)
+            elif f.name.endswith("_s"):
+                checks.number(f.name, getattr(self, f.name), nonnegative=True, maximum=1e-3)
+            else:
+                checks.number(f.name, getattr(self, f.name), positive=True, maximum=1)
 
 
 #: The defaults, used unless a caller passes its own :class:`Calibration`.
@@ -141,19 +175,91 @@ def gemm_peak_fraction(gpu, precision: str) -> float:
     return _lookup(g.key, g.name, _family(g), hardware.precision_name(precision))[0]
 
 
-def gemm_fraction_table(precisions=("bf16", "fp8", "fp4")) -> pd.DataFrame:
+def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
+                        calibration: Calibration | None = None) -> pd.DataFrame:
     """:func:`gemm_peak_fraction` for every GPU in the registry that has each precision, with
-    the basis of each value (measured, family mean or stand-in)."""
+    the basis of each value (measured, family mean or stand-in), and the rate a training step
+    sustains: ``sustained factor`` (:func:`sustained_fraction`), ``sustained fraction of
+    peak`` (the two multiplied) and ``sustained basis``."""
+    cal = DEFAULT if calibration is None else calibration
     rows = []
     for key in hardware.gpus()["key"]:
         g = hardware.gpu(key)
         for p in precisions:
             if p in g.precisions():
                 frac, basis = _lookup(g.key, g.name, _family(g), hardware.precision_name(p))
+                sus, sus_basis = _sustained(g.key, _family(g), hardware.precision_name(p), cal)
                 rows.append({"GPU": g.name, "precision": p, "fraction of peak": frac,
-                             "basis": basis})
+                             "basis": basis, "sustained factor": sus,
+                             "sustained fraction of peak": frac * sus,
+                             "sustained basis": sus_basis})
     return pd.DataFrame(rows)
 
 
+# -- the rate a step sustains -------------------------------------------------------------------
+def linear_times(g, cal, precision, shapes, n_rows, sustained=True):
+    """Forward and backward times of linear layers y[m,n] = x[m,k] w[k,n], each shape
+    (m, n, k, batch) an array over ``n_rows`` rows, priced in one numpy pass of
+    :func:`companion.roofline.gemm_time_arrays` (tile and wave quantization) at
+    ``gemm_in_training`` x :func:`gemm_peak_fraction` (x :func:`sustained_fraction` unless
+    ``sustained=False``) of the peak. The backward pass is two GEMMs of other shapes, dgrad
+    (m x k, reducing n) and wgrad (k x n, reducing m). Returns two (len(shapes), n_rows)
+    arrays."""
+    cols = [[], [], [], []]
+    for m, n, k, batch in shapes:
+        n, k = np.maximum(1, n), np.maximum(1, k)
+        for row in ((m, n, k, batch), (m, k, n, batch), (k, n, m, batch)):
+            for col, x in zip(cols, row):
+                col.append(np.broadcast_to(x, n_rows))
+    r = gemm_time_arrays(*(np.concatenate(c) for c in cols[:3]), g, dtype=precision,
+                         batch=np.concatenate(cols[3]))
+    spec = getattr(g, "gpu", g)
+    eff = cal.gemm_in_training * gemm_peak_fraction(spec, precision)
+    if sustained:
+        eff = eff * sustained_fraction(spec, precision, cal)
+    t = np.maximum(r.compute_s / eff, r.memory_s / cal.hbm_efficiency)
+    t = t.reshape(len(shapes), 3, n_rows)
+    return t[:, 0], t[:, 1] + t[:, 2]
+
+
+# Transformer Engine's GEMM profiling tutorial (the ``gemm_model_shapes`` records): hidden
+# 4096, MLP 16384, 15,872 tokens; QKV, attention output, MLP up, MLP down.
+TE_PROFILE_SHAPES = ((15872, 12288, 4096, 1), (15872, 4096, 4096, 1),
+                     (15872, 16384, 4096, 1), (15872, 4096, 16384, 1))
+
+
+@functools.cache
+def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[float, str]:
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    df = df[df["kind"] == "gemm_model_shapes"]
+    recs = [(hardware.gpu(r["hardware"]), r) for _, r in df.iterrows()
+            if r["id"].rsplit("-", 1)[1] == precision]
+    for label, pick in (("measured", [x for x in recs if x[0].key == key]),
+                        (f"{fam} family", [x for x in recs if _family(x[0]) == fam])):
+        if pick:
+            ratios = []
+            for g, r in pick:
+                f, b = linear_times(g, cal, precision, TE_PROFILE_SHAPES, 1, sustained=False)
+                burst_s = float(f.sum() + b.sum())
+                measured_s = 3 * sum(2.0 * m * n * k for m, n, k, _ in TE_PROFILE_SHAPES) / r[
+                    "value"]
+                ratios.append(burst_s / measured_s)
+            return float(np.mean(ratios)), (f"{label}: {', '.join(r['id'] for _, r in pick)} "
+                                            f"(back-to-back GEMMs at a model's shapes)")
+    return 1.0, (f"no back-to-back GEMM record for {fam} at {precision}: the burst (MAMF) "
+                 f"rate, an optimistic bound")
+
+
+def sustained_fraction(gpu, precision: str, calibration: Calibration | None = None) -> float:
+    """What a training step's GEMMs sustain relative to the burst model (``gemm_in_training``
+    x :func:`gemm_peak_fraction`, with tile and wave quantization): the published
+    back-to-back GEMM time at a model's shapes over the burst model's time for the same
+    shapes, for this GPU or its architecture family; 1.0 (and the table says so) where no
+    such record exists. Below 1 where power and clocks, not the tensor cores, set the pace."""
+    g = hardware.gpu(gpu)
+    cal = DEFAULT if calibration is None else calibration
+    return _sustained(g.key, _family(g), hardware.precision_name(precision), cal)[0]
+
+
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",
-           "mamf_records"]
+           "mamf_records", "sustained_fraction", "linear_times", "TE_PROFILE_SHAPES"]

@@ -72,6 +72,8 @@ class Stack:
     causal: bool = True
     grad_reduce_bytes: int = 2
     fp8_scaling: str = "delayed"
+    fused_cross_entropy: bool = True
+    cuda_graphs: bool = False
 
     def __post_init__(self):
         checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current"))
@@ -88,11 +90,13 @@ class Stack:
 #: current scaling, the recipe Megatron-Bridge 25.11's performance table reports ("FP8-CS").
 STACKS = {
     "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
-                           overlap_grad_reduce=False, overlap_p2p=False),
+                           overlap_grad_reduce=False, overlap_p2p=False,
+                           fused_cross_entropy=False),
     "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
-                           overlap_grad_reduce=True, overlap_p2p=True),
+                           overlap_grad_reduce=True, overlap_p2p=True, grad_reduce_bytes=4),
     "megatron-bridge": Stack("megatron-bridge", flash_attention=True, overlap_tp=True,
-                             overlap_grad_reduce=True, overlap_p2p=True, fp8_scaling="current"),
+                             overlap_grad_reduce=True, overlap_p2p=True, fp8_scaling="current",
+                             grad_reduce_bytes=4),
 }
 
 

@@ -96,12 +96,18 @@ class Estimate:
     model_tflops_per_gpu: float
     tokens_per_s: float
     flop_convention: str
+    launch_s: float = 0.0
+    overlap_slowdown_s: float = 0.0
+    step_time_low_s: float = float("nan")
+    step_time_high_s: float = float("nan")
+    band_basis: str = "no band computed"
+    peak_flops: float = float("nan")
 
     def breakdown(self) -> dict:
         """The parts that add up to the step time (seconds)."""
-        keys = ("gemm_s", "attention_s", "elementwise_s", "recompute_s", "tp_exposed_s",
-                "cp_exposed_s", "ep_exposed_s", "pp_p2p_s", "bubble_s", "dp_exposed_s",
-                "optimizer_s")
+        keys = ("gemm_s", "attention_s", "elementwise_s", "recompute_s", "launch_s",
+                "overlap_slowdown_s", "tp_exposed_s", "cp_exposed_s", "ep_exposed_s",
+                "pp_p2p_s", "bubble_s", "dp_exposed_s", "optimizer_s")
         return {k: getattr(self, k) for k in keys}
 
 

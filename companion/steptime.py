@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from companion import checks
-from companion.calibration import gemm_peak_fraction
+from companion import checks, hardware
+from companion.calibration import linear_times, sustained_fraction
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
 from companion.memory import training_memory_arrays
@@ -81,23 +81,7 @@ class _NoWaves:
 
 
 def _linear_times(g, cal, precision, shapes, n_rows):
-    """Forward and backward times of linear layers y[m,n] = x[m,k] w[k,n], each shape
-    (m, n, k, batch) an array over ``n_rows`` rows, all priced in one numpy pass of
-    :func:`companion.roofline.gemm_time_arrays`. The backward pass is two GEMMs of other
-    shapes, dgrad (m x k, reducing n) and wgrad (k x n, reducing m), each with its own tile
-    and wave quantization. Returns two (len(shapes), n_rows) arrays."""
-    cols = [[], [], [], []]
-    for m, n, k, batch in shapes:
-        n, k = np.maximum(1, n), np.maximum(1, k)
-        for row in ((m, n, k, batch), (m, k, n, batch), (k, n, m, batch)):
-            for col, x in zip(cols, row):
-                col.append(np.broadcast_to(x, n_rows))
-    r = gemm_time_arrays(*(np.concatenate(c) for c in cols[:3]), g, dtype=precision,
-                         batch=np.concatenate(cols[3]))
-    eff = cal.gemm_in_training * gemm_peak_fraction(getattr(g, "gpu", g), precision)
-    t = np.maximum(r.compute_s / eff, r.memory_s / cal.hbm_efficiency)
-    t = t.reshape(len(shapes), 3, n_rows)
-    return t[:, 0], t[:, 1] + t[:, 2]
+    return linear_times(g, cal, precision, shapes, n_rows)
 
 
 def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
@@ -139,7 +123,8 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
         out["moe" + key] = moe
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
-        core = flops / (g.peak_flops(p16) * cal.attention_efficiency)
+        rate = g.peak_flops(p16) * sustained_fraction(getattr(g, "gpu", g), p16, cal)
+        core = flops / (rate * cal.attention_efficiency)
         out.update(core=core, core_b=2.5 * core, score_bytes=zero)
     else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
         heads = mb * a // t
@@ -262,6 +247,31 @@ FP8_CAST_BYTES, FP8_CAST_BWD_BYTES = 3, 5
 # 16-bit tensor, 2 bytes per element, in each direction (the delayed recipe takes its scale from
 # the amax history instead). companion.speedup counts the same extra read.
 AMAX_READ_BYTES = 2
+# Rotary embeddings (Llama-style models): read and write every query and key element once in
+# each direction (2 + 2 bytes, the fused RoPE kernel of Transformer Engine / Apex).
+ROPE_BYTES = 4
+# Cross-entropy over the vocabulary, bytes per logit for forward and backward together. Fused
+# (Megatron-Core's cross_entropy_loss_fusion): one read of the 16-bit logits for max and sum,
+# one read and one 16-bit write of their gradient: 6. Unfused (Megatron-LM 2021-22,
+# vocab_parallel_cross_entropy on logits.float()): upcast (read 2, write 4), max (read 4),
+# subtract, exp and divide in place (read 4, write 4 each), sum (read 4); backward scale in
+# place (read 4, write 4) and cast back (read 4, write 2): 52.
+CE_BYTES = {True: 6, False: 52}
+# Kernels per layer and microbatch of a Megatron-Core layer with Transformer Engine, forward:
+# two norms, four GEMMs, RoPE, attention, SwiGLU/GeLU, two bias-dropout-adds, one spare for
+# the TP collectives' launches; the backward pass runs two GEMMs per linear layer and the
+# backward of every other kernel. FP8/FP4 add a cast per GEMM input (forward) and a cast and
+# transpose per gradient (backward); current scaling an amax reduction before each cast.
+KERNELS_PER_LAYER = (12, 24)
+CAST_KERNELS_PER_LAYER = (4, 8)
+AMAX_KERNELS_PER_LAYER = (4, 4)
+
+
+def _overlap_slowdown(cal, sms, sms_used):
+    """Extra compute time per second of communication hidden behind it: during the overlap
+    the GEMMs keep ``1 - sms_used / sms`` of the SMs at ``overlap_clock_fraction`` of their
+    clock, so a second of hidden communication costs ``1 - (1 - used/sms) clock`` seconds."""
+    return 1.0 - (1.0 - min(1.0, sms_used / sms)) * cal.overlap_clock_fraction
 
 
 def step_arrays(model, gpu, cl, cal, st, precision, X):
@@ -286,19 +296,31 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     tokens = mb * (model.seq_len // c)
     up = 6 if model.ffn_type == "swiglu" else 4
     ffn = (1 - fm) * model.ffn_hidden + fm * (model.top_k + model.shared_experts) * model.expert_ffn
+    rope = 0 if model.learned_positions else ROPE_BYTES * (
+        model.heads + model.kv_heads_used) * model.head_dim / t
     elem = (REPLICATED_BYTES * tokens * model.hidden / np.where(sp, t, 1)
-            + up * tokens * ffn / t) / hbm
+            + (up * ffn / t + rope) * tokens) / hbm
     score_f, score_b = 4.5 * score_b / hbm, 5.5 * score_b / hbm  # 9 and 11 bytes per score
     cast, cast_b = 0.0, 0.0
+    kf, kb = KERNELS_PER_LAYER
     if precision in ("fp8", "fp4"):  # Transformer Engine casts every GEMM input to 8 bits
         gemm_in = tokens * (2 * model.hidden + (model.heads * model.head_dim + ffn) / t)
         amax = AMAX_READ_BYTES if st.fp8_scaling == "current" else 0
         cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
         cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
+        kf, kb = kf + CAST_KERNELS_PER_LAYER[0], kb + CAST_KERNELS_PER_LAYER[1]
+        if amax:
+            kf, kb = kf + AMAX_KERNELS_PER_LAYER[0], kb + AMAX_KERNELS_PER_LAYER[1]
+    gap = cal.graph_gap_s if st.cuda_graphs else cal.kernel_gap_s
     fwd = gemm + core + elem + score_f + cast
     bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
     rec = np.select([rc == 2, rc == 1], [fwd, core + score_f], 0.0)
+    launch = (kf * (1 + (rc == 2)) + kb) * gap
+    ce = tokens * -(-model.vocab // t) * CE_BYTES[st.fused_cross_entropy] / hbm
 
+    # overlapped collectives slow the GEMMs they hide behind (SMs taken, power-capped clock)
+    sms = g.sm_count if gpu.sm_count is not None else _family_sms(gpu)
+    slow = _overlap_slowdown(cal, sms, cal.overlap_sms)
     act = tokens * model.hidden * ACT_BYTES
     n_ar = 4 + 2 * (rc == 2) + (sp & (rc != 2))  # SP re-gathers its input in backward
     tp_comm = n_ar * _all_reduce_s(act, t, 1, cl, cal)
@@ -311,8 +333,9 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         a2a = _all_to_all_s(act * model.top_k / t, e, t, cl, cal)
         ep_comm = fm * (4 + 2 * (rc == 2)) * a2a
     ep_x = np.maximum(0.0, ep_comm - fm * (moe + moe_b)) if st.overlap_ep else ep_comm
-    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x
-    t_mb = lst * per_layer + logits + logits_b
+    overlap = slow * (tp_comm - tp_x + cp_comm - cp_x)
+    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap
+    t_mb = lst * per_layer + logits + logits_b + ce
     bubble = (p - 1) / v * t_mb
 
     # Megatron overlaps pipeline sends only in the interleaved schedule; overlapped sends still
@@ -320,35 +343,63 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # forward and the last one backward, with nothing to hide behind
     sends = 2 * np.where(st.overlap_p2p & (v > 1), p * v - 1, m * v) * (p > 1)
     p2p = sends * _send_s(act / t, t * c * d, cl, cal)
-    gb = X["grad_bytes"]
-    dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
-    expert_dp = _all_reduce_s(X["expert_params"] * gb, d * c // e, t * e, cl, cal)
-    z = X["zero"]
-    grads = dense_dp + expert_dp
-    dp_comm = np.where(z >= 1, 0.5 * grads * (1 + 2 / gb), grads) + np.where(
-        z == 3, (2 * m - 1) * 0.5 * grads * 2 / gb, 0.0)
-    window = np.where(z == 3, m * lst * (fwd + bwd), lst * (fwd + bwd))
-    dp_x = np.maximum(0.0, dp_comm - window) if st.overlap_grad_reduce else dp_comm
+    dp_comm, dp_x = _data_parallel(X, cl, cal, st, m, lst * fwd, lst * (bwd + rec))
+    dp_overlap = slow * (dp_comm - dp_x)
     local = X["dense_params"] + X["expert_params"]
-    shards = np.where(z >= 1, d * c, 1)  # expert state shards fewer ways; first order only
+    shards = np.where(X["zero"] >= 1, d * c, 1)  # expert state shards fewer ways; first order
     optimizer = OPTIMIZER_BYTES * local / shards / hbm
 
     steady = m * t_mb
-    total = steady + bubble + p2p + dp_x + optimizer
+    total = steady + bubble + p2p + dp_x + dp_overlap + optimizer
     n_layers = m * lst
     return {
         "step_time_s": total,
         "gemm_s": n_layers * (gemm + gemm_b) + m * (logits + logits_b),
         "attention_s": n_layers * (core + core_bwd),
         "elementwise_s": n_layers * (3 * elem + score_f + score_b
-                                     + cast + cast_b),
+                                     + cast + cast_b) + m * ce,
         "recompute_s": n_layers * rec,
+        "launch_s": n_layers * launch,
+        "overlap_slowdown_s": n_layers * overlap + dp_overlap,
         "tp_comm_s": n_layers * tp_comm, "tp_exposed_s": n_layers * tp_x,
         "cp_comm_s": n_layers * cp_comm, "cp_exposed_s": n_layers * cp_x,
         "ep_comm_s": n_layers * ep_comm, "ep_exposed_s": n_layers * ep_x,
         "pp_p2p_s": p2p, "bubble_s": bubble,
         "dp_comm_s": dp_comm, "dp_exposed_s": dp_x, "optimizer_s": optimizer,
     }
+
+
+def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
+    """Gradient and parameter collectives of data parallelism per step, and their exposed
+    part. ZeRO stage 0 all-reduces the gradients once, during the last microbatch's backward
+    pass (the only time they are ready); the distributed optimizer (stage 1) reduce-scatters
+    them then and all-gathers the 16-bit parameters during the next forward pass
+    (``--overlap-param-gather``). Stages 2 and 3 keep only a shard of the gradients, so they
+    reduce-scatter after every microbatch's backward pass (DeepSpeed issue 2252), and stage 3
+    also gathers the parameters in every forward and backward pass."""
+    t, d, c, e = X["tp"], X["dp"], X["cp"], X["ep"]
+    gb, z = X["grad_bytes"], X["zero"]
+    dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
+    expert_dp = _all_reduce_s(X["expert_params"] * gb, d * c // e, t * e, cl, cal)
+    grads = dense_dp + expert_dp
+    rs, ag = 0.5 * grads, 0.5 * grads * 2 / gb  # reduce-scatter gb-byte grads, gather 2-byte
+    per_rs = np.where(z >= 2, m, 1)
+    per_ag = np.where(z == 3, 2 * m, 1)
+    comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
+    if not st.overlap_grad_reduce:
+        return comm, comm
+    rs_x = np.maximum(0.0, per_rs * rs - per_rs * bwd_window)
+    ag_x = np.maximum(0.0, per_ag * ag - np.where(z == 3, m * (fwd_window + bwd_window),
+                                                  fwd_window))
+    return comm, np.where(z >= 1, rs_x + ag_x, np.maximum(0.0, grads - bwd_window))
+
+
+def _family_sms(gpu):
+    """SM count of a GPU whose spec lacks one: that of a registry GPU of the same architecture
+    (GB200's B200 is a B200), else Hopper's 132."""
+    same = [hardware.gpu(k).sm_count for k in hardware.gpus()["key"]
+            if hardware.gpu(k).arch == gpu.arch and hardware.gpu(k).sm_count]
+    return max(same) if same else 132
 
 
 # -- one layout --------------------------------------------------------------------------------
