@@ -34,19 +34,28 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
 - ``scaleout_efficiency`` 0.90: NCCL bus bandwidth over InfiniBand as a fraction of the NIC
   line rate (RDMA payload after headers; large messages).
 
-- ``overlap_clock_fraction`` 0.80: the SM clock while a collective runs beside the GEMMs,
-  as a fraction of the clock the GEMMs get alone. Overlapped communication adds its power to
-  the GEMMs' and the part throttles: DeepGEMM's maintainers report an H800 dropping "from
-  1980MHz to 1575 MHz" when compute and communication overlap (deepseek-ai/DeepGEMM issue
-  120), 0.80. Not fitted.
-- ``overlap_sms`` 16: SMs a collective kernel takes from the GEMMs it overlaps. Transformer
-  Engine's userbuffers give each pipelined and bulk TP overlap ``num_sm`` 16 by default
-  (transformer_engine/pytorch/module/base.py, ``initialize_ub``: ``"num_sm": 1 if method ==
-  "ring_exchange" else 16``); NCCL runs one channel per SM. Not fitted.
-- ``kernel_gap_s`` 4 microseconds: idle time between two dependent kernels of an eager
-  PyTorch step (launch latency plus the host's per-op work when it cannot run ahead);
-  :data:`companion.steptime.KERNELS_PER_LAYER` counts the kernels. With CUDA graphs the gap
-  is ``graph_gap_s``.
+- ``overlap_slowdown`` 0.189: extra compute time per second of communication hidden behind
+  it. Lee et al. 2025, *Characterizing Compute-Communication Overlap in GPU-Accelerated
+  Distributed Deep Learning* (arXiv:2507.03114), abstract: overlapping "can result in an
+  average computational slowdown of 18.9%, with a maximum of 40.0%" (GPT and Llama on A100
+  and H100). The mechanisms behind it: the collective's kernels take SMs (Transformer
+  Engine's userbuffers give a pipelined TP overlap ``num_sm`` 16 of an H100's 132 by
+  default, transformer_engine/pytorch/module/base.py ``initialize_ub``; NCCL runs one
+  channel per SM) and the added power pulls the clock down (an H800 "from 1980MHz to
+  1575 MHz" when compute and communication overlap, deepseek-ai/DeepGEMM issue 120).
+  Not fitted.
+- ``kernel_gap_s`` 3.0 microseconds: idle time the GPU pays per kernel of an eager PyTorch
+  step, the CUDA driver's ``cuLaunchKernel`` cost (3.0 us on GB200, steady state:
+  meta-pytorch/tritonbench PR 1017) on the assumption that the host otherwise keeps ahead;
+  :data:`companion.steptime.KERNELS_PER_LAYER` counts the kernels. With CUDA graphs
+  (``Stack.cuda_graphs``) the gap is ``graph_gap_s``, 1 us, an assumption: graphs remove the
+  host's part ("eliding CPU overhead is the main benefit", PyTorch blog, *Accelerating
+  PyTorch with CUDA Graphs*, 2021). Megatron-Bridge runs without graphs unless a recipe
+  sets ``cuda_graph_impl``.
+- ``attention_efficiency`` is the fallback for GPUs without a published fused-attention
+  record; :func:`attention_fraction` reads ``kind == "attention"`` rows of
+  ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
+  and direction; Blackwell from FlashAttention-4's paper) and interpolates in sequence length.
 
 One table sits under the first constant: how close the best GEMM of a microbenchmark gets to
 the datasheet differs by GPU and by precision, and published measurements say by how much.
@@ -81,6 +90,13 @@ from companion import checks, hardware
 from companion.roofline import gemm_time_arrays
 
 
+#: Mechanisms a :class:`Calibration` can switch off (``off=``), for the chapter's table of
+#: what each one does to the validation: the sustained GEMM rate, per-GPU fused attention,
+#: the overlap slowdown, kernel gaps, RoPE and cross-entropy bytes, ZeRO-2/3's per-microbatch
+#: reduce-scatter with the backward-only overlap window, FP32 gradient reduction.
+MECHANISMS = ("sustained", "attention", "overlap", "launch", "memory", "zero", "fp32_grads")
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Achievable fractions of datasheet peaks (see the module docstring for sources)."""
@@ -90,16 +106,20 @@ class Calibration:
     hbm_efficiency: float = 0.80
     scaleup_efficiency: float = 0.65
     scaleout_efficiency: float = 0.90
-    overlap_clock_fraction: float = 0.80
-    overlap_sms: int = 16
-    kernel_gap_s: float = 4e-6
-    graph_gap_s: float = 1e-6
+    overlap_slowdown: float = 0.189
+    kernel_gap_s: float = 3.0e-6
+    graph_gap_s: float = 1.0e-6
+    off: frozenset = frozenset()
 
     def __post_init__(self):
+        if not isinstance(self.off, frozenset):
+            raise TypeError(f"off must be a frozenset of mechanism names; got {self.off!r}")
+        for name in self.off:
+            checks.choice("off", name, MECHANISMS)
         for f in fields(self):
-            if f.name == "overlap_sms":
-                checks.number(f.name, self.overlap_sms, integer=True, minimum=0)
-            elif f.name.endswith("_s"):
+            if f.name == "off":
+                continue
+            if f.name.endswith("_s"):
                 checks.number(f.name, getattr(self, f.name), nonnegative=True, maximum=1e-3)
             else:
                 checks.number(f.name, getattr(self, f.name), positive=True, maximum=1)
@@ -196,6 +216,51 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
     return pd.DataFrame(rows)
 
 
+# -- fused attention -------------------------------------------------------------------------
+@functools.cache
+def _attention_records() -> pd.DataFrame:
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    df = df[df["kind"] == "attention"]
+    rows = []
+    for _, r in df.iterrows():
+        g = hardware.gpu(r["hardware"])
+        # ids end in -<direction>-<seq>: attn-cudnn-h100-sxm-fwd-8192
+        direction, seq = r["id"].rsplit("-", 2)[1:]
+        rows.append({"key": g.key, "family": _family(g), "direction": direction,
+                     "seq_len": int(seq), "fraction": float(r["value"]) / g.peak_flops("bf16"),
+                     "id": r["id"]})
+    return pd.DataFrame(rows)
+
+
+@functools.cache
+def _attention(key: str, fam: str, direction: str, seq_len: int, fallback: float):
+    rec = _attention_records()
+    rec = rec[rec["direction"] == direction]
+    for label, rows in (("measured", rec[rec["key"] == key]),
+                        (f"{fam} family", rec[rec["family"] == fam])):
+        if len(rows):
+            rows = rows.groupby("seq_len")["fraction"].mean().sort_index()
+            frac = float(np.interp(np.log(seq_len), np.log(rows.index.to_numpy(float)),
+                                   rows.to_numpy()))
+            return frac, f"{label}: {len(rows)} sequence lengths, interpolated"
+    return fallback, "no fused-attention record: attention_efficiency"
+
+
+def attention_fraction(gpu, direction: str, seq_len: int,
+                       calibration: Calibration | None = None) -> float:
+    """Fraction of the dense BF16 peak that fused causal attention (head dim 128) reaches on
+    ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len``: published records of this GPU or
+    its family, interpolated in log sequence length and held flat beyond the measured range;
+    ``calibration.attention_efficiency`` where none exists."""
+    g = hardware.gpu(gpu)
+    cal = DEFAULT if calibration is None else calibration
+    checks.choice("direction", direction, ("fwd", "bwd"))
+    checks.number("seq_len", seq_len, integer=True, minimum=1)
+    if "attention" in cal.off:
+        return cal.attention_efficiency
+    return _attention(g.key, _family(g), direction, int(seq_len), cal.attention_efficiency)[0]
+
+
 # -- the rate a step sustains -------------------------------------------------------------------
 def linear_times(g, cal, precision, shapes, n_rows, sustained=True):
     """Forward and backward times of linear layers y[m,n] = x[m,k] w[k,n], each shape
@@ -215,7 +280,7 @@ def linear_times(g, cal, precision, shapes, n_rows, sustained=True):
                          batch=np.concatenate(cols[3]))
     spec = getattr(g, "gpu", g)
     eff = cal.gemm_in_training * gemm_peak_fraction(spec, precision)
-    if sustained:
+    if sustained and "sustained" not in cal.off:
         eff = eff * sustained_fraction(spec, precision, cal)
     t = np.maximum(r.compute_s / eff, r.memory_s / cal.hbm_efficiency)
     t = t.reshape(len(shapes), 3, n_rows)
@@ -250,6 +315,35 @@ def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[fl
                  f"rate, an optimistic bound")
 
 
+def te_profile_elements() -> dict:
+    """Elements Transformer Engine quantizes in one layer of its GEMM profiling tutorial
+    (:data:`TE_PROFILE_SHAPES`): the forward GEMMs' inputs, the backward GEMMs' output
+    gradients, and the weights (the benchmark quantizes them on every call)."""
+    tokens = TE_PROFILE_SHAPES[0][0]
+    return {"activations": tokens * sum(k for _, _, k, _ in TE_PROFILE_SHAPES),
+            "gradients": tokens * sum(n for _, n, _, _ in TE_PROFILE_SHAPES),
+            "weights": sum(n * k for _, n, k, _ in TE_PROFILE_SHAPES)}
+
+
+@functools.cache
+def quantization_bytes(recipe: str, calibration: Calibration | None = None) -> float:
+    """HBM bytes per quantized element that Transformer Engine's quantization costs, at
+    ``hbm_efficiency`` of the datasheet bandwidth: the published time a layer's quantization
+    takes on a B300 (autocast minus pre-quantized GEMM time, ``kind == "quantization"``
+    records) x the bandwidth the model grants memory-bound kernels / the elements quantized
+    (:func:`te_profile_elements`). ``recipe``: ``fp8_delayed``, ``fp8_current``, ``fp4_nvfp4``.
+    Counts every pass (amax, scale, cast, transposed copy, Hadamard), not a byte budget."""
+    cal = DEFAULT if calibration is None else calibration
+    checks.choice("recipe", recipe, QUANT_RECIPES)
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    r = df[df["id"] == f"te-quant-b300-{recipe}"].iloc[0]
+    hbm = hardware.gpu(r["hardware"]).hbm_Bps * cal.hbm_efficiency
+    return float(r["value"]) * hbm / sum(te_profile_elements().values())
+
+
+QUANT_RECIPES = ("fp8_delayed", "fp8_current", "fp4_nvfp4")
+
+
 def sustained_fraction(gpu, precision: str, calibration: Calibration | None = None) -> float:
     """What a training step's GEMMs sustain relative to the burst model (``gemm_in_training``
     x :func:`gemm_peak_fraction`, with tile and wave quantization): the published
@@ -262,4 +356,5 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
 
 
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",
-           "mamf_records", "sustained_fraction", "linear_times", "TE_PROFILE_SHAPES"]
+           "mamf_records", "sustained_fraction", "attention_fraction", "MECHANISMS",
+           "quantization_bytes", "te_profile_elements", "QUANT_RECIPES", "linear_times", "TE_PROFILE_SHAPES"]

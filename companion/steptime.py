@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from companion import checks, hardware
-from companion.calibration import linear_times, sustained_fraction
+from companion import checks
+from companion.calibration import (attention_fraction, linear_times, quantization_bytes,
+                                   sustained_fraction)
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
 from companion.memory import training_memory_arrays
@@ -123,14 +124,23 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
         out["moe" + key] = moe
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
-        rate = g.peak_flops(p16) * sustained_fraction(getattr(g, "gpu", g), p16, cal)
-        core = flops / (rate * cal.attention_efficiency)
-        out.update(core=core, core_b=2.5 * core, score_bytes=zero)
+        spec = getattr(g, "gpu", g)
+        rate = g.peak_flops(p16) * sustained_fraction(spec, p16, cal)
+        core = flops / (rate * _attention_fractions(spec, "fwd", sl, cal))
+        core_b = 2.5 * flops / (rate * _attention_fractions(spec, "bwd", sl, cal))
+        out.update(core=core, core_b=core_b, score_bytes=zero)
     else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
         heads = mb * a // t
         f, b = _linear_times(g, cal, p16, [(sl, s, d, heads), (sl, d, s, heads)], len(t))
         out.update(core=f[0] + f[1], core_b=b[0] + b[1], score_bytes=heads * sl * s * ACT_BYTES)
     return out
+
+
+def _attention_fractions(spec, direction, seq, cal):
+    """:func:`companion.calibration.attention_fraction` over an array of sequence lengths."""
+    seq = np.asarray(seq)
+    vals = {int(x): attention_fraction(spec, direction, int(x), cal) for x in np.unique(seq)}
+    return np.vectorize(vals.__getitem__, otypes=[float])(seq) if seq.ndim else vals[int(seq)]
 
 
 def _codes(k):
@@ -267,13 +277,6 @@ CAST_KERNELS_PER_LAYER = (4, 8)
 AMAX_KERNELS_PER_LAYER = (4, 4)
 
 
-def _overlap_slowdown(cal, sms, sms_used):
-    """Extra compute time per second of communication hidden behind it: during the overlap
-    the GEMMs keep ``1 - sms_used / sms`` of the SMs at ``overlap_clock_fraction`` of their
-    clock, so a second of hidden communication costs ``1 - (1 - used/sms) clock`` seconds."""
-    return 1.0 - (1.0 - min(1.0, sms_used / sms)) * cal.overlap_clock_fraction
-
-
 def step_arrays(model, gpu, cl, cal, st, precision, X):
     """Step-time breakdown (seconds, arrays) for arrays of layouts ``X`` (keys tp, pp, dp,
     cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes). See the module docstring."""
@@ -290,37 +293,48 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         "dense", "dense_b", "moe", "moe_b", "logits", "logits_b", "core", "core_b",
         "score_bytes"))
     fm = model.moe_layers / model.layers
+    memory = "memory" not in cal.off
     gemm = (1 - fm) * dense + fm * moe
     gemm_b = (1 - fm) * dense_b + fm * moe_b
     hbm = g.hbm_Bps * cal.hbm_efficiency
     tokens = mb * (model.seq_len // c)
     up = 6 if model.ffn_type == "swiglu" else 4
     ffn = (1 - fm) * model.ffn_hidden + fm * (model.top_k + model.shared_experts) * model.expert_ffn
-    rope = 0 if model.learned_positions else ROPE_BYTES * (
+    rope = 0 if model.learned_positions or not memory else ROPE_BYTES * (
         model.heads + model.kv_heads_used) * model.head_dim / t
     elem = (REPLICATED_BYTES * tokens * model.hidden / np.where(sp, t, 1)
             + (up * ffn / t + rope) * tokens) / hbm
     score_f, score_b = 4.5 * score_b / hbm, 5.5 * score_b / hbm  # 9 and 11 bytes per score
     cast, cast_b = 0.0, 0.0
     kf, kb = KERNELS_PER_LAYER
-    if precision in ("fp8", "fp4"):  # Transformer Engine casts every GEMM input to 8 bits
+    if precision in ("fp8", "fp4"):  # Transformer Engine quantizes every GEMM input
         gemm_in = tokens * (2 * model.hidden + (model.heads * model.head_dim + ffn) / t)
         amax = AMAX_READ_BYTES if st.fp8_scaling == "current" else 0
-        cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
-        cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
+        if memory:
+            # forward inputs, backward output gradients at the published cost per element;
+            # weights once per step (Megatron-Core passes is_first_microbatch, so Transformer
+            # Engine caches their quantized copies across microbatches)
+            q = quantization_bytes("fp4_nvfp4" if precision == "fp4"
+                                   else f"fp8_{st.fp8_scaling}", cal)
+            grads = tokens * (((model.heads + 2 * model.kv_heads_used) * model.head_dim
+                               + (up // 2) * ffn) / t + 2 * model.hidden)
+            weights = (X["dense_params"] + X["expert_params"]) / lst / m
+            cast, cast_b = q * (gemm_in + weights) / hbm, q * grads / hbm
+        else:  # a byte budget: 3 bytes forward, 5 backward, per forward input
+            cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
+            cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
         kf, kb = kf + CAST_KERNELS_PER_LAYER[0], kb + CAST_KERNELS_PER_LAYER[1]
         if amax:
             kf, kb = kf + AMAX_KERNELS_PER_LAYER[0], kb + AMAX_KERNELS_PER_LAYER[1]
-    gap = cal.graph_gap_s if st.cuda_graphs else cal.kernel_gap_s
+    gap = 0.0 if "launch" in cal.off else cal.graph_gap_s if st.cuda_graphs else cal.kernel_gap_s
     fwd = gemm + core + elem + score_f + cast
     bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
     rec = np.select([rc == 2, rc == 1], [fwd, core + score_f], 0.0)
     launch = (kf * (1 + (rc == 2)) + kb) * gap
-    ce = tokens * -(-model.vocab // t) * CE_BYTES[st.fused_cross_entropy] / hbm
+    ce = tokens * -(-model.vocab // t) * CE_BYTES[st.fused_cross_entropy] / hbm * memory
 
-    # overlapped collectives slow the GEMMs they hide behind (SMs taken, power-capped clock)
-    sms = g.sm_count if gpu.sm_count is not None else _family_sms(gpu)
-    slow = _overlap_slowdown(cal, sms, cal.overlap_sms)
+    # overlapped collectives slow the compute they hide behind (SMs taken, power-capped clock)
+    slow = 0.0 if "overlap" in cal.off else cal.overlap_slowdown
     act = tokens * model.hidden * ACT_BYTES
     n_ar = 4 + 2 * (rc == 2) + (sp & (rc != 2))  # SP re-gathers its input in backward
     tp_comm = n_ar * _all_reduce_s(act, t, 1, cl, cal)
@@ -379,11 +393,15 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     also gathers the parameters in every forward and backward pass."""
     t, d, c, e = X["tp"], X["dp"], X["cp"], X["ep"]
     gb, z = X["grad_bytes"], X["zero"]
+    if "fp32_grads" in cal.off:
+        gb = np.minimum(gb, 2)
+    if "zero" in cal.off:  # the former model: one reduce-scatter, a whole-step window
+        bwd_window = fwd_window + bwd_window
     dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
     expert_dp = _all_reduce_s(X["expert_params"] * gb, d * c // e, t * e, cl, cal)
     grads = dense_dp + expert_dp
     rs, ag = 0.5 * grads, 0.5 * grads * 2 / gb  # reduce-scatter gb-byte grads, gather 2-byte
-    per_rs = np.where(z >= 2, m, 1)
+    per_rs = np.where((z >= 2) & ("zero" not in cal.off), m, 1)
     per_ag = np.where(z == 3, 2 * m, 1)
     comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
     if not st.overlap_grad_reduce:
@@ -392,14 +410,6 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     ag_x = np.maximum(0.0, per_ag * ag - np.where(z == 3, m * (fwd_window + bwd_window),
                                                   fwd_window))
     return comm, np.where(z >= 1, rs_x + ag_x, np.maximum(0.0, grads - bwd_window))
-
-
-def _family_sms(gpu):
-    """SM count of a GPU whose spec lacks one: that of a registry GPU of the same architecture
-    (GB200's B200 is a B200), else Hopper's 132."""
-    same = [hardware.gpu(k).sm_count for k in hardware.gpus()["key"]
-            if hardware.gpu(k).arch == gpu.arch and hardware.gpu(k).sm_count]
-    return max(same) if same else 132
 
 
 # -- one layout --------------------------------------------------------------------------------
