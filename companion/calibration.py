@@ -331,7 +331,7 @@ def quantization_bytes(recipe: str, calibration: Calibration | None = None) -> f
     ``hbm_efficiency`` of the datasheet bandwidth: the published time a layer's quantization
     takes on a B300 (autocast minus pre-quantized GEMM time, ``kind == "quantization"``
     records) x the bandwidth the model grants memory-bound kernels / the elements quantized
-    (:func:`te_profile_elements`). ``recipe``: ``fp8_delayed``, ``fp8_current``, ``fp4_nvfp4``.
+    (:func:`te_profile_elements`). ``recipe``: ``fp8_delayed``, ``fp8_current``, ``fp8_mxfp8``, ``fp4_nvfp4``.
     Counts every pass (amax, scale, cast, transposed copy, Hadamard), not a byte budget."""
     cal = DEFAULT if calibration is None else calibration
     checks.choice("recipe", recipe, QUANT_RECIPES)
@@ -341,7 +341,7 @@ def quantization_bytes(recipe: str, calibration: Calibration | None = None) -> f
     return float(r["value"]) * hbm / sum(te_profile_elements().values())
 
 
-QUANT_RECIPES = ("fp8_delayed", "fp8_current", "fp4_nvfp4")
+QUANT_RECIPES = ("fp8_delayed", "fp8_current", "fp8_mxfp8", "fp4_nvfp4")
 
 
 def sustained_fraction(gpu, precision: str, calibration: Calibration | None = None) -> float:

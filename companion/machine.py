@@ -76,7 +76,7 @@ class Stack:
     cuda_graphs: bool = False
 
     def __post_init__(self):
-        checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current"))
+        checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current", "mxfp8"))
 
 
 #: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.
@@ -87,7 +87,11 @@ class Stack:
 #: with GEMMs (``--tp-comm-overlap``), gradient reduce-scatter overlapped with the backward
 #: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``), FP8
 #: with Transformer Engine's default delayed scaling. ``megatron-bridge``: the same with FP8
-#: current scaling, the recipe Megatron-Bridge 25.11's performance table reports ("FP8-CS").
+#: current scaling, the recipe Megatron-Bridge 25.11's performance table reports ("FP8-CS");
+#: ``megatron-bridge-mxfp8`` with MXFP8 (32-element block scaling, "FP8-MX"). Megatron-Core
+#: and -Bridge reduce gradients in FP32 (``grad_reduce_bytes`` 4): Megatron-LM's
+#: megatron/training/arguments.py sets ``accumulate_allreduce_grads_in_fp32`` for BF16
+#: parameters unless ``--grad-reduce-in-bf16`` is given. The 2021-22 runs were FP16, 2 bytes.
 STACKS = {
     "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
                            overlap_grad_reduce=False, overlap_p2p=False,
@@ -97,6 +101,9 @@ STACKS = {
     "megatron-bridge": Stack("megatron-bridge", flash_attention=True, overlap_tp=True,
                              overlap_grad_reduce=True, overlap_p2p=True, fp8_scaling="current",
                              grad_reduce_bytes=4),
+    "megatron-bridge-mxfp8": Stack("megatron-bridge-mxfp8", flash_attention=True,
+                                   overlap_tp=True, overlap_grad_reduce=True, overlap_p2p=True,
+                                   fp8_scaling="mxfp8", grad_reduce_bytes=4),
 }
 
 
