@@ -12,12 +12,13 @@ times of Korthikanti et al. 2022, Table 5 (A100, Megatron-LM, 22B to 1T). Naraya
 2021, Table 1 (ten more A100 runs) is then predicted with the same values, unchanged: it is
 the check, not the fit. ``tests/test_parallel.py`` pins both.
 
-- ``gemm_in_training`` 0.89: fraction of the best GEMM throughput a microbenchmark finds
+- ``gemm_in_training`` 0.90: fraction of the best GEMM throughput a microbenchmark finds
   (:func:`gemm_peak_fraction`) that a training run's GEMMs sustain, before tile and wave
   quantization (modelled separately by :func:`companion.roofline.gemm_efficiency`). Range:
   0.85-1.0; a training step runs its GEMMs back to back with other kernels, between
   collectives that share SMs and HBM, and at the clock the whole step's power allows rather
-  than the one a GEMM loop settles at. The fit gives 0.89 (0.77 of the A100's peak).
+  than the one a GEMM loop settles at. The fit gives 0.90 (0.78 of the A100's peak);
+  :func:`companion.validation.fitted_gemm_in_training` refits it and a test pins the two.
 - ``attention_efficiency`` 0.60: fraction of peak of fused (Flash) attention, forward and
   backward together. Dao 2023, *FlashAttention-2* (arXiv:2307.08691), abstract: "reaching
   50-73% of the theoretical maximum FLOPs/s on A100"; the backward pass sits at the low end.
@@ -101,7 +102,7 @@ MECHANISMS = ("sustained", "attention", "overlap", "launch", "memory", "zero", "
 class Calibration:
     """Achievable fractions of datasheet peaks (see the module docstring for sources)."""
 
-    gemm_in_training: float = 0.89
+    gemm_in_training: float = 0.90
     attention_efficiency: float = 0.60
     hbm_efficiency: float = 0.80
     scaleup_efficiency: float = 0.65
@@ -134,6 +135,11 @@ MEASUREMENTS_CSV = Path(__file__).resolve().parents[1] / "data" / "published_mea
 # path: FP16 and BF16 share peak and kernels on every GPU here; FP6/FP4 GEMMs are the FP8
 # kernels' siblings (an assumption, said so in gemm_fraction_table's basis column).
 _PRECISION_STAND_IN = {"fp16": "bf16", "fp6": "fp8", "fp4": "fp8"}
+
+
+def _spec(gpu) -> hardware.GPU:
+    # a spec is used as given: resolving it again reads the registry's tables (milliseconds)
+    return gpu if isinstance(gpu, hardware.GPU) else hardware.gpu(gpu)
 
 
 def _family(g: hardware.GPU) -> str:
@@ -191,7 +197,7 @@ def gemm_peak_fraction(gpu, precision: str) -> float:
     records at other precisions; else the mean over all records of that precision. FP16 uses
     BF16's record, FP6 and FP4 FP8's.
     :func:`gemm_fraction_table` shows which applies where."""
-    g = hardware.gpu(gpu)
+    g = _spec(gpu)
     return _lookup(g.key, g.name, _family(g), hardware.precision_name(precision))[0]
 
 
@@ -252,7 +258,7 @@ def attention_fraction(gpu, direction: str, seq_len: int,
     ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len``: published records of this GPU or
     its family, interpolated in log sequence length and held flat beyond the measured range;
     ``calibration.attention_efficiency`` where none exists."""
-    g = hardware.gpu(gpu)
+    g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
     checks.choice("direction", direction, ("fwd", "bwd"))
     checks.number("seq_len", seq_len, integer=True, minimum=1)
@@ -350,7 +356,7 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
     back-to-back GEMM time at a model's shapes over the burst model's time for the same
     shapes, for this GPU or its architecture family; 1.0 (and the table says so) where no
     such record exists. Below 1 where power and clocks, not the tensor cores, set the pace."""
-    g = hardware.gpu(gpu)
+    g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
     return _sustained(g.key, _family(g), hardware.precision_name(precision), cal)[0]
 

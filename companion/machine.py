@@ -5,6 +5,7 @@ price layouts on them.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from companion import checks, hardware
@@ -112,4 +113,58 @@ def stack(name: str | Stack) -> Stack:
     return name if isinstance(name, Stack) else STACKS[checks.choice("stack", name, STACKS)]
 
 
-__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack"]
+@dataclass(frozen=True)
+class DomainFill:
+    """Whether a GPU count fills whole scale-up domains (NVLink nodes or racks) of a cluster."""
+
+    num_gpus: int
+    gpus_per_domain: int
+    domains: int
+    idle_gpus: int
+
+    @property
+    def whole(self) -> bool:
+        return self.idle_gpus == 0
+
+    @property
+    def message(self) -> str:
+        if self.whole:
+            return (f"{self.num_gpus} GPUs fill {self.domains} whole scale-up domain(s) of "
+                    f"{self.gpus_per_domain}")
+        return (f"{self.num_gpus} GPUs do not fill whole scale-up domains of "
+                f"{self.gpus_per_domain}: the last of {self.domains} holds "
+                f"{self.gpus_per_domain - self.idle_gpus} and leaves {self.idle_gpus} idle, and "
+                f"groups the model assumes inside one domain may cross the slower network")
+
+
+def domain_fill(cl: Cluster, num_gpus: int) -> DomainFill:
+    """How ``num_gpus`` sit on ``cl``'s scale-up domains (8-GPU DGX/HGX nodes, 72-GPU NVL72
+    racks): the domains used and the GPUs left idle in the last one."""
+    if not isinstance(cl, Cluster):
+        raise TypeError(f"cl must be a Cluster; got {type(cl).__name__}")
+    checks.number("num_gpus", num_gpus, integer=True, minimum=1)
+    per = cl.gpus_per_domain
+    domains = -(-num_gpus // per)
+    return DomainFill(num_gpus, per, domains, domains * per - num_gpus)
+
+
+def _resolve(gpu, system, software):
+    g = hardware.gpu(gpu)
+    return g, stack(software), cluster(g, system)
+
+
+_resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
+
+
+def resolve(gpu, system=None, software="megatron-core"):
+    """GPU spec, software :class:`Stack` and :class:`Cluster` for the names given. Resolving
+    names reads the hardware registry's tables with pandas (milliseconds), so resolved names
+    are kept: the registry does not change while a process runs."""
+    try:
+        return _resolve_cached(gpu, system, software)
+    except TypeError:  # an unhashable spec: resolve it every time
+        return _resolve(gpu, system, software)
+
+
+__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack", "resolve", "DomainFill",
+           "domain_fill"]
