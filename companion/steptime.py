@@ -422,14 +422,22 @@ def stage_layers(layers: int, pp, vpp, uneven: bool = False):
 
 
 def derived_arrays(model, gpu, X, bd, mem, st, precision, convention):
-    """MFU, HFU, model TFLOP/s per GPU and tokens/s from a breakdown (arrays)."""
+    """MFU, HFU, model TFLOP/s per GPU and tokens/s from a breakdown (arrays).
+
+    MFU counts model FLOPs in ``convention``; HFU counts the FLOPs the GPUs execute whatever
+    the convention: attention as the kernels run it (causal blocks skipped by fused kernels,
+    the whole score matrix by Megatron's unfused path) plus recomputation. With the default
+    causal convention HFU >= MFU always; the ``megatron`` convention counts attention FLOPs a
+    fused causal kernel never runs, so its MFU can exceed the HFU."""
     n = X["tp"] * X["pp"] * X["dp"] * X["cp"]
     tokens = X["m"] * X["mb"] * X["dp"] * model.seq_len
     model_flops = model_flops_per_token(model, convention) * tokens
+    skipped = st.flash_attention and st.causal
+    executed = model_flops_per_token(model, "bridge" if skipped else "megatron") * tokens
     extra = 4.0 * model.seq_len * model.heads * model.head_dim * model.layers * (
-        0.5 if st.flash_attention and st.causal else 1.0)
+        0.5 if skipped else 1.0)
     full = 2.0 * (_matmul_params_per_token(model) - model.vocab * model.hidden) + extra
-    hw_flops = model_flops + tokens * np.select([X["rc"] == 2, X["rc"] == 1], [full, extra], 0)
+    hw_flops = executed + tokens * np.select([X["rc"] == 2, X["rc"] == 1], [full, extra], 0)
     peak = gpu.peak_flops(precision) * n * bd["step_time_s"]
     return {"mfu": model_flops / peak, "hfu": hw_flops / peak,
             "model_tflops_per_gpu": model_flops / n / bd["step_time_s"] / 1e12,
