@@ -33,10 +33,14 @@ class Estimate:
 
     Times are seconds per step on the critical pipeline stage. ``*_comm_s`` is the time a
     collective takes, ``*_exposed_s`` the part not hidden behind compute; the step time is
-    the sum of gemm, attention, elementwise, recompute, the exposed parts, the pipeline
-    point-to-point sends and bubble, and the optimizer. MFU counts model FLOPs in the
-    convention ``flop_convention`` against the dense peak at the layout's precision; HFU
-    adds the recomputed FLOPs.
+    the sum of gemm, attention, elementwise, recompute, kernel launch gaps (``launch_s``),
+    the slowdown overlapped collectives cause (``overlap_slowdown_s``), the exposed parts, the
+    pipeline point-to-point sends and bubble, and the optimizer. MFU counts model FLOPs in the
+    convention ``flop_convention`` against ``peak_flops``, the dense peak at the layout's
+    precision; HFU counts the FLOPs executed (attention as the kernels run it, plus
+    recomputation). ``step_time_low_s`` and ``step_time_high_s`` are the band
+    :func:`companion.parallel.estimate` adds (NaN from :func:`price`), ``band_basis`` where it
+    comes from.
     """
 
     model: str

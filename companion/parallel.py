@@ -17,7 +17,9 @@ fraction (p - 1)/(m v)) and point-to-point sends; data parallelism adds the grad
 reduction, hidden behind the last microbatch's backward when the stack overlaps it; the
 optimizer streams its state once. Collectives come from :mod:`companion.fabric`.
 
-Software matters as much as hardware: :data:`~companion.machine.STACKS` names what each Megatron generation
+Every estimate carries a band (``step_time_low_s``, ``step_time_high_s``) from the
+cross-validated errors of published runs of the same GPU generation and precision
+(:mod:`companion.validation`). Software matters as much as hardware: :data:`~companion.machine.STACKS` names what each Megatron generation
 did (the 2021-2022 papers ran unfused attention and exposed every collective).
 """
 from __future__ import annotations

@@ -8,6 +8,15 @@ GEMM of every distinct (tp, microbatch, cp, ep) shape in one numpy pass),
 :func:`companion.roofline.attention`, :func:`companion.comm.collective_time_s`,
 :func:`companion.fabric.moe_all_to_all_time_s` and
 :func:`companion.memory.training_memory_arrays`. No Python loop runs per layout.
+
+Beyond FLOPs and bytes, a step pays for what the issue-11 mechanisms name, each sourced where
+its constant lives (:mod:`companion.calibration`): GEMMs at the rate a step sustains
+(:func:`~companion.calibration.sustained_fraction`, FP4 from NVFP4 kernels), fused attention at
+its published rate per GPU and sequence length, RoPE, cross-entropy and quantization at their
+real byte counts (:func:`~companion.calibration.quantization_bytes`), overlapped collectives
+slowing the compute they hide behind, a launch gap per kernel, ZeRO-2/3's reduce-scatter after
+every microbatch and a gradient all-reduce that hides only behind the backward pass.
+``Calibration(off=...)`` switches any of them off.
 """
 from __future__ import annotations
 
