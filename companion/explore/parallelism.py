@@ -218,7 +218,8 @@ def validation_chart(frame: pd.DataFrame):
 # -- search ---------------------------------------------------------------------------------------
 SEARCH_COLUMNS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vpp": "VPP",
                   "microbatch": "mb", "sequence_parallel": "SP", "recompute": "recompute",
-                  "zero": "ZeRO", "step_time_s": "step (s)", "mfu": "MFU",
+                  "zero": "ZeRO", "step_time_s": "step (s)", "step_time_low_s": "low (s)",
+                  "step_time_high_s": "high (s)", "mfu": "MFU",
                   "memory_gb": "memory (GB)", "gemm_s": "GEMMs", "tp_exposed_s": "TP exposed",
                   "bubble_s": "bubble", "dp_exposed_s": "DP exposed", "ep_exposed_s": "EP exposed"}
 
