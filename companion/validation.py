@@ -211,13 +211,18 @@ def _fit(rows: pd.DataFrame) -> float:
     return float(_FIT_GRID[np.argmin((err ** 2).sum(axis=0))])
 
 
-@functools.cache
 def cross_validation(calibration: Calibration = DEFAULT) -> pd.DataFrame:
     """Leave-one-source-out cross-validation: for each source, ``gemm_in_training`` is refitted
     on every other source's rows and that source's rows are predicted with it. One row per
-    published run: role, source, families, the refitted value (``fold_gemm_in_training``),
-    the cross-validated prediction and its error in percent (positive: the model is slower),
-    and the ratio measured / predicted that :func:`band` reads."""
+    published run: role, source, families, the production prediction and error, the refitted
+    value (``fold_gemm_in_training``), the cross-validated prediction and its error in percent
+    (positive: the model is slower), and the ratio measured / predicted that :func:`band`
+    reads. Computed once per process and calibration (a few seconds); a copy: edit freely."""
+    return _cross_validation(calibration).copy()
+
+
+@functools.cache
+def _cross_validation(calibration: Calibration) -> pd.DataFrame:
     lin = _linearized(calibration)
     out = lin.drop(columns=["a", "b"]).copy()
     # the production prediction (the fitting subset's constant), next to the folds'
@@ -243,7 +248,7 @@ def fitted_gemm_in_training(calibration: Calibration = DEFAULT) -> float:
 def family_errors(by=("generation",), calibration: Calibration = DEFAULT) -> pd.DataFrame:
     """Cross-validated errors per family (any of generation, precision, moe, software,
     source, role): rows, mean signed error, mean absolute error and the worst, in percent."""
-    cv = cross_validation(calibration)
+    cv = _cross_validation(calibration)
     for b in by:
         checks.choice("by", b, ("generation", "precision", "moe", "software", "source", "role"))
     g = cv.groupby(list(by))["cv_error_pct"]
@@ -260,7 +265,7 @@ BAND_QUANTILE_ROWS = 10
 
 @functools.cache
 def _band(gen: str, precision: str) -> tuple[float, float, str]:
-    cv = cross_validation(DEFAULT)
+    cv = _cross_validation(DEFAULT)
     for label, rows in ((f"{gen} {precision}",
                          cv[(cv["generation"] == gen) & (cv["precision"] == precision)]),
                         (f"{gen}, every precision (no {precision} family of "
