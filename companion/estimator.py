@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from companion import checks, hardware
+from companion import checks
 from companion.calibration import DEFAULT, Calibration
 from companion.machine import Stack, resolve
 from companion.model import Layout, Transformer, check_layout, preset, presets

@@ -26,18 +26,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-import pandas as pd
-
 from companion import checks, comm, fabric, hardware, roofline
 from companion.calibration import DEFAULT, Calibration
 from companion.estimator import Estimate, layout_arrays, price
 from companion.machine import STACKS, Cluster, Stack, cluster, stack
 from companion.model import Layout, Transformer, check_layout, preset, presets
 from companion.search import search
-from companion.steptime import (FLOP_CONVENTIONS, RECOMPUTE_CODE, derived_arrays,
-                                memory_arrays, model_flops_per_token, stage_layers,
-                                step_arrays)
+from companion.steptime import (FLOP_CONVENTIONS, derived_arrays, memory_arrays,
+                                model_flops_per_token, stage_layers, step_arrays)
 from companion.validation import (PUBLISHED_RUNS, band, cross_validation, published_runs,
                                   role, run_layout, validate)
 

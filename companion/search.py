@@ -22,7 +22,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from companion import checks, hardware
+from companion import checks
 from companion.calibration import DEFAULT, Calibration
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, layout_text, preset
 from companion.machine import domain_fill, resolve

@@ -32,7 +32,7 @@ from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
 from companion.memory import training_memory_arrays
 from companion.model import Transformer
-from companion.roofline import attention, gemm_time_arrays
+from companion.roofline import attention
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 ACT_BYTES = 2  # BF16/FP16 activations, as Megatron keeps them (FP8 only inside GEMMs)

@@ -3,7 +3,6 @@ bands it gives every estimate, and the mechanisms of issue 11, each with a test.
 import ast
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
