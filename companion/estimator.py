@@ -40,7 +40,9 @@ class Estimate:
     precision; HFU counts the FLOPs executed (attention as the kernels run it, plus
     recomputation). ``step_time_low_s`` and ``step_time_high_s`` are the band
     :func:`companion.parallel.estimate` adds (NaN from :func:`price`), ``band_basis`` where it
-    comes from.
+    comes from. ``capacity_bytes`` is the memory a layout must fit in: the GPU's
+    driver-visible HBM where the registry has it (``GPU.usable_hbm_bytes``: 81,559 MiB on an
+    H100 "80 GB"), else the datasheet figure, as :func:`companion.memory.training_memory` fits.
     """
 
     model: str
@@ -142,8 +144,8 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
                                            "optimizer_bytes", "activations_bytes")}
     fits = bool(mem["fits"][0])
     return Estimate(model.name, g.name, cl.name, st.name, layout, num_gpus, **one, **memf,
-                    capacity_bytes=g.hbm_bytes, fits=fits,
-                    reason=_reason({**memf, "fits": fits}, g.hbm_bytes),
+                    capacity_bytes=g.usable_hbm_bytes, fits=fits,
+                    reason=_reason({**memf, "fits": fits}, g.usable_hbm_bytes),
                     flop_convention=flop_convention,
                     peak_flops=g.peak_flops(layout.precision))
 

@@ -237,7 +237,8 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
     """Per-GPU memory for arrays of layouts: :func:`companion.memory.training_memory_arrays`
     (the code behind :func:`companion.memory.training_memory`) over every row. Uneven
     pipelines are priced on their fullest stage: a model padded to ``pp x stage_layers``
-    layers."""
+    layers. A layout fits if it needs no more than the driver-visible HBM
+    (``GPU.usable_hbm_bytes``)."""
     k = X
     r = training_memory_arrays(
         model, tp=k["tp"], pp=k["pp"], dp=k["dp"], cp=k["cp"], ep=k["ep"], vpp=k["vpp"],
@@ -246,7 +247,7 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
         flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
         layers=k["pp"] * k["stage_layers"])
     total = r.pop("total_bytes")
-    return {**r, "memory_bytes": total, "fits": total <= gpu.hbm_bytes}
+    return {**r, "memory_bytes": total, "fits": total <= gpu.usable_hbm_bytes}
 
 
 # -- the step ----------------------------------------------------------------------------------
