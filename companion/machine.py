@@ -148,6 +148,40 @@ def domain_fill(cl: Cluster, num_gpus: int) -> DomainFill:
     return DomainFill(num_gpus, per, domains, domains * per - num_gpus)
 
 
+@dataclass(frozen=True)
+class CrossDomainRing:
+    """One ring all-reduce over ``gpus`` GPUs that spans ``domains`` scale-up domains, at line
+    rate (see :func:`cross_domain_ring`)."""
+
+    gpus: int
+    domains: int
+    hops_off_scaleup: int
+    scaleup_Bps: float
+    ring_Bps: float
+    bandwidth_ratio: float
+    slowdown: float
+
+
+def cross_domain_ring(cl: Cluster, gpus: int, size_bytes: float) -> CrossDomainRing:
+    """A TP-style ring of ``gpus`` GPUs across whole domains of ``cl``, as NCCL runs it
+    (:func:`companion.fabric.flat_all_reduce_time_s`): the ring leaves the scale-up fabric on
+    one hop per domain, and NCCL spreads its channels over every rail, so each GPU's share
+    crosses at the domain's total NIC bandwidth, ``g x`` a GPU's NICs (8 x 50 GB/s = 400 GB/s
+    per GPU on DGX B200), not one NIC's. ``slowdown`` is the all-reduce time of
+    ``size_bytes`` over the same ring inside one domain that holds all ``gpus``, latency
+    (NCCL's tuning model) included."""
+    from companion import fabric  # fabric is a leaf module; imported here to keep machine light
+
+    if not isinstance(cl, Cluster):
+        raise TypeError(f"cl must be a Cluster; got {type(cl).__name__}")
+    f = fabric.Fabric(cl.gpus_per_domain, cl.scaleup_Bps, cl.scaleout_Bps, name=cl.name)
+    d = checks.number("gpus", gpus, integer=True, minimum=2) // cl.gpus_per_domain
+    slowdown = fabric.cross_domain_ring_slowdown(f, size_bytes, gpus)
+    ring = fabric.flat_Bps(f, d)
+    return CrossDomainRing(gpus, d, d if d > 1 else 0, cl.scaleup_Bps, ring,
+                           cl.scaleup_Bps / ring, float(slowdown))
+
+
 def _resolve(gpu, system, software):
     g = hardware.gpu(gpu)
     return g, stack(software), cluster(g, system)
@@ -167,4 +201,4 @@ def resolve(gpu, system=None, software="megatron-core"):
 
 
 __all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack", "resolve", "DomainFill",
-           "domain_fill"]
+           "domain_fill", "CrossDomainRing", "cross_domain_ring"]
