@@ -27,6 +27,9 @@ from companion.steptime import FLOP_CONVENTIONS
 
 
 PUBLISHED_RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs.csv"
+#: The bands :func:`band` reads, pinned from :func:`band_table` (``python tools/pin_bands.py``
+#: rewrites it; ``tests/test_validation.py`` fails when it no longer matches the computation).
+BANDS_CSV = PUBLISHED_RUNS.with_name("validation_bands.csv")
 
 
 def _narayanan_flops(model: Transformer, global_batch: int) -> float:
@@ -263,8 +266,7 @@ BAND_QUANTILES = (0.10, 0.90)  # with BAND_QUANTILE_ROWS rows or more; fewer: mi
 BAND_QUANTILE_ROWS = 10
 
 
-@functools.cache
-def _band(gen: str, precision: str) -> tuple[float, float, str]:
+def _computed_band(gen: str, precision: str) -> tuple[float, float, str]:
     cv = _cross_validation(DEFAULT)
     for label, rows in ((f"{gen} {precision}",
                          cv[(cv["generation"] == gen) & (cv["precision"] == precision)]),
@@ -286,12 +288,39 @@ def _band(gen: str, precision: str) -> tuple[float, float, str]:
                                   f"guess, not a measured spread")
 
 
+def band_table() -> pd.DataFrame:
+    """The band of every GPU generation in the registry at every precision, computed from
+    :func:`cross_validation` (a few seconds): what ``data/validation_bands.csv`` pins."""
+    gens = sorted({generation(k) for k in hardware.gpus()["key"]})
+    rows = [(g, p, *_computed_band(g, p)) for g in gens for p in hardware.PRECISIONS]
+    return pd.DataFrame(rows, columns=["generation", "precision", "low", "high", "basis"])
+
+
+@functools.cache
+def _pinned_bands() -> dict:
+    if not BANDS_CSV.exists():
+        return {}
+    df = pd.read_csv(BANDS_CSV)
+    return {(r.generation, r.precision): (float(r.low), float(r.high), r.basis)
+            for r in df.itertuples()}
+
+
+@functools.cache
+def _band(gen: str, precision: str) -> tuple[float, float, str]:
+    # the pinned table answers in microseconds; a generation it lacks (a what-if GPU of a new
+    # family) is computed from the cross-validation
+    hit = _pinned_bands().get((gen, precision))
+    return hit if hit is not None else _computed_band(gen, precision)
+
+
 def band(gpu, precision: str, step_time_s: float) -> tuple[float, float, str]:
     """(low, high, basis) for a predicted step time on ``gpu`` at ``precision``: the step x the
     spread of measured / cross-validated predicted step of published runs of the same GPU
     generation and precision (the 10th-90th percentile with 10+ runs, min-max with 3-9). A
     family with fewer than 3 runs borrows its generation's runs; a generation with none gets
-    every run's widest error doubled, and the basis says so."""
+    every run's widest error doubled, and the basis says so. Read from the pinned
+    ``data/validation_bands.csv`` (:func:`band_table`), so the first call costs no
+    cross-validation."""
     lo, hi, basis = _band(generation(gpu), hardware.precision_name(precision))
     return step_time_s * lo, step_time_s * hi, basis
 
@@ -332,4 +361,5 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
+           "band_table", "BANDS_CSV",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "ROLES"]

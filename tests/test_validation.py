@@ -202,3 +202,23 @@ def test_search_does_not_import_the_case_studies():
     for a in names:
         for b in deps[a]:
             assert a not in deps[b], (a, b)
+
+
+def test_pinned_bands_match_the_cross_validation():
+    # data/validation_bands.csv is what band() reads; rewrite it with tools/pin_bands.py
+    import pandas as pd
+    pinned = pd.read_csv(V.BANDS_CSV)
+    computed = V.band_table()
+    assert list(pinned[["generation", "precision"]].itertuples(index=False)) == list(
+        computed[["generation", "precision"]].itertuples(index=False))
+    assert np.allclose(pinned[["low", "high"]], computed[["low", "high"]], rtol=1e-9)
+    assert list(pinned["basis"]) == list(computed["basis"])
+
+
+def test_the_first_band_lookup_runs_no_cross_validation():
+    code = ("import companion.validation as v; v.band('H100', 'fp8', 1.0); "
+            "v.band('B200', 'fp4', 1.0); print(v._cross_validation.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
