@@ -350,8 +350,15 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     tp_comm = n_ar * _all_reduce_s(act, t, 1, cl, cal)
     tp_x = np.maximum(0.0, tp_comm - gemm - gemm_b) if st.overlap_tp else tp_comm
     kv = 2 * act * model.kv_heads_used / model.heads / t
-    cp_comm = (c - 1) * (3 + (rc == 2)) * _send_s(kv, t, cl, cal) * (c > 1)
-    cp_x = np.maximum(0.0, cp_comm - core - core_bwd)
+    # Ring attention as Transformer Engine runs it (AttnFuncWithCPAndKVP2P): c steps, each a
+    # fused-attention call on one KV block while the next block is in flight; c - 1 sends
+    # forward (K and V), twice that backward (K, V and their gradients travel on). A send
+    # hides only behind its own step's kernel, not behind the whole pass.
+    send = _send_s(kv, t, cl, cal) * (c > 1)
+    steps = np.maximum(c, 1)
+    cp_comm = (c - 1) * (3 + (rc == 2)) * send
+    cp_x = (c - 1) * (np.maximum(0.0, send - core / steps) * (1 + (rc == 2))
+                      + np.maximum(0.0, 2 * send - core_bwd / steps))
     ep_comm = np.zeros_like(gemm)
     if model.is_moe:
         a2a = _all_to_all_s(act * model.top_k / t, e, t, cl, cal)

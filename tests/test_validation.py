@@ -222,3 +222,17 @@ def test_the_first_band_lookup_runs_no_cross_validation():
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+def test_a_ring_attention_send_hides_only_behind_its_own_step():
+    # Transformer Engine's P2P context parallelism (AttnFuncWithCPAndKVP2P) posts the next KV
+    # block's send before each step's attention kernel and waits for it before the next: with
+    # CP 2 there is one send per pass and it can hide only behind one of the two steps. Across
+    # two DGX H100 nodes (TP 8, so CP neighbours are a node apart) the ring's traffic is less
+    # than the whole attention time, yet part of it shows.
+    lay = Layout(tp=8, pp=1, dp=1, cp=2, microbatch=1, global_batch=8, sequence_parallel=True)
+    e = estimate("llama3-8b", lay, "H100", num_gpus=16)
+    assert e.cp_comm_s < e.attention_s and e.cp_exposed_s > 0
+    inside = estimate("llama3-8b", Layout(tp=1, pp=1, dp=1, cp=8, microbatch=1,
+                                          global_batch=8), "H100", num_gpus=8)
+    assert inside.cp_exposed_s == 0  # over NVLink each send hides behind its step
