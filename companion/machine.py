@@ -93,6 +93,8 @@ class Stack:
 #: and -Bridge reduce gradients in FP32 (``grad_reduce_bytes`` 4): Megatron-LM's
 #: megatron/training/arguments.py sets ``accumulate_allreduce_grads_in_fp32`` for BF16
 #: parameters unless ``--grad-reduce-in-bf16`` is given. The 2021-22 runs were FP16, 2 bytes.
+#: NVIDIA's performance configurations reduce in BF16 and some run CUDA graphs: a published run
+#: says so in its own columns (:func:`companion.validation.run_stack`).
 STACKS = {
     "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
                            overlap_grad_reduce=False, overlap_p2p=False,

@@ -22,6 +22,7 @@ import pandas as pd
 from companion import checks, hardware
 from companion.calibration import DEFAULT, Calibration
 from companion.estimator import price
+from companion.machine import Stack, stack
 from companion.model import Layout, Transformer, preset
 from companion.steptime import FLOP_CONVENTIONS
 
@@ -86,6 +87,33 @@ def run_layout(row) -> Layout:
                   distributed_optimizer=bool(row.get("distributed_optimizer", False)))
 
 
+def _given(value) -> bool:
+    return value is not None and not (isinstance(value, float) and np.isnan(value)) and value != ""
+
+
+@functools.lru_cache(maxsize=64)
+def _run_stack(software: str, grad_bytes, graphs) -> Stack:
+    st = stack(software)
+    if _given(grad_bytes):
+        st = replace(st, grad_reduce_bytes=int(grad_bytes))
+    if _given(graphs):
+        st = replace(st, cuda_graphs=str(graphs).strip().lower() in ("true", "1"))
+    return st
+
+
+def run_stack(row) -> Stack:
+    """The :class:`~companion.machine.Stack` a published run ran: its ``software`` column's
+    stack, with the row's own ``grad_reduce_bytes`` and ``cuda_graphs`` where the CSV gives
+    them (empty: the stack's default). NVIDIA's performance configurations reduce gradients
+    in BF16 (Megatron-Bridge ``scripts/performance/configs/llama/llama3_llm_pretrain.py``,
+    ``set_llama3_common_configs``: ``grad_reduce_in_fp32 = False``; NeMo 2's
+    ``scripts/performance/llm`` likewise), against the FP32 default of Megatron-LM's
+    ``--bf16`` and Megatron-Bridge's library recipes; the same set runs Llama 3 8B on
+    Blackwell with full-iteration CUDA graphs (``llama3_workload_base_configs.py``:
+    ``cuda_graph_scope="full_iteration"``)."""
+    return _run_stack(str(row["software"]), row.get("grad_reduce_bytes"), row.get("cuda_graphs"))
+
+
 def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.DataFrame:
     """Predicted against measured step time for every published run: one row each, with the
     signed error in percent (positive: the model is slower than the run).
@@ -96,7 +124,7 @@ def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.D
     """
     runs = published_runs(held_out)
     ests = [price(r["model"], run_layout(r), r["gpu"], system=_system(r),
-                     software=r["software"], calibration=calibration,
+                     software=run_stack(r), calibration=calibration,
                      uneven_stages=_needs_uneven(r),
                      flop_convention=_convention(r) if held_out else "megatron")
             for _, r in runs.iterrows()]
@@ -360,6 +388,6 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
-           "every_run", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
+           "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "ROLES"]
