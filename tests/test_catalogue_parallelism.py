@@ -113,3 +113,16 @@ def test_seed_175b_ordering():
     t = px.seed_175b_table()["step_time_s"]
     # Dense peaks (NVIDIA datasheets, via the registry): B200 FP4 > B200 FP8 > H100 FP8
     assert t["256 B200, FP4 (seed)"] < t["256 B200, FP8"] < t["256 H100, FP8 (seed)"]
+
+
+def test_tp16_across_two_dgx_b200_is_a_2_25x_cliff_not_18x():
+    # DGX B200: NVLink 5 900 GB/s per direction; 8 x 400 Gb/s NDR NICs (50 GB/s each).
+    # NCCL's ring over 16 GPUs in 2 nodes leaves NVLink on 2 hops and spreads its channels
+    # over all 8 rails: 8 x 50 = 400 GB/s per GPU, 900 / 400 = 2.25 (not 900 / 50 = 18).
+    from companion.machine import cluster, cross_domain_ring
+    r = cross_domain_ring(cluster("B200", "DGX B200"), 16, 1e9)
+    assert (r.gpus, r.hops_off_scaleup) == (16, 2)
+    assert r.ring_Bps == 400e9 and r.bandwidth_ratio == 2.25
+    assert 1.5 < r.slowdown < 2.5
+    from companion.exercises import get
+    assert "2.25x" in get("par-tp16-domain").why and "18" not in get("par-tp16-domain").why
