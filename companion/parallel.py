@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from companion import checks, comm, fabric, hardware, roofline
+from companion import checks, comm, fabric, hardware, moe, roofline
 from companion.calibration import DEFAULT, Calibration
 from companion.machine import STACKS, Cluster, Stack, cluster, stack
 from companion.model import Layout, Transformer, check_layout, preset, presets
@@ -46,7 +46,8 @@ def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = 
                 sp=int(layout.sequence_parallel), rc=RECOMPUTE_CODE[layout.recompute],
                 zero=zero, grad_bytes=st.grad_reduce_bytes,
                 stage_layers=stage_layers(model.layers, layout.pp, layout.vpp, uneven))
-    return {k: np.array([v], dtype=np.int64) for k, v in vals.items()}
+    return {**{k: np.array([v], dtype=np.int64) for k, v in vals.items()},
+            **moe.layout_arrays(layout)}
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,8 @@ def run_layout(row) -> Layout:
                   sequence_parallel=bool(row["sequence_parallel"]),
                   recompute=str(row["recompute"]), precision=str(row["precision"]),
                   zero_stage=int(row.get("zero_stage", 0)),
-                  distributed_optimizer=bool(row.get("distributed_optimizer", False)))
+                  distributed_optimizer=bool(row.get("distributed_optimizer", False)),
+                  etp=None if pd.isna(row.get("expert_tp")) else int(row["expert_tp"]))
 
 
 def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.DataFrame:

@@ -6,7 +6,7 @@ described in :mod:`companion.parallel`; the kernels, collectives and memory here
 the array forms of the library's formulas: :func:`companion.roofline.gemm_time_arrays` (every
 GEMM of every distinct (tp, microbatch, cp, ep) shape in one numpy pass),
 :func:`companion.roofline.attention`, :func:`companion.comm.collective_time_s`,
-:func:`companion.fabric.moe_all_to_all_time_s` and
+:func:`companion.moe.copies_per_token` (the MoE all-to-all) and
 :func:`companion.memory.training_memory_arrays`. No Python loop runs per layout.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from companion import checks
+from companion import checks, moe
 from companion.calibration import gemm_peak_fraction
 from companion.comm import collective_time_s
-from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
+from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric
 from companion.memory import training_memory_arrays
 from companion.model import Transformer
 from companion.roofline import attention, gemm_time_arrays
@@ -100,11 +100,13 @@ def _linear_times(g, cal, precision, shapes, n_rows):
     return t[:, 0], t[:, 1] + t[:, 2]
 
 
-def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
+def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
     """Forward and backward times (s) of one layer's kernels, one microbatch, one GPU, for
-    arrays of (tp, microbatch, cp, ep): dense layer, MoE layer and output layer (forward,
+    arrays of (tp, microbatch, cp, ep, etp): dense layer, MoE layer and output layer (forward,
     backward), attention core (forward, backward) and the bytes of a materialized score
-    matrix."""
+    matrix. The MoE layer's grouped GEMMs run on the busiest rank (``skew`` times the mean
+    tokens per expert, :func:`companion.moe.rows_per_expert`), its router and permutation at
+    their HBM bytes."""
     s, h, a, kv, d = model.seq_len, model.hidden, model.heads, model.kv_heads_used, model.head_dim
     sl = s // cp
     m = mb * sl
@@ -117,10 +119,11 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
     shapes = [(m, (a + 2 * kv) * d // t, h, 1), (m, h, a * d // t, 1),
               (m, up * model.ffn_hidden // t, h, 1), (m, h, model.ffn_hidden // t, 1)]
     if model.is_moe:
+        et = t if et is None else et
         fe, local = model.expert_ffn, model.experts // ep
-        rows = np.maximum(1, -(-(m * model.top_k * ep) // model.experts))
-        shapes += [(m, model.experts, h, 1), (rows, up * fe // t, h, local),
-                   (rows, h, fe // t, local)]
+        rows = moe.rows_per_expert(m, model.top_k, model.experts, ep, et, t, skew)
+        shapes += [(-(-m // t), model.experts, h, 1), (rows, up * fe // et, h, local),
+                   (rows, h, fe // et, local)]
         if model.shared_experts:
             fs = model.shared_experts * fe
             shapes += [(m, up * fs // t, h, 1), (m, h, fs // t, 1)]
@@ -131,12 +134,15 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
     for key, x in (("", fwd), ("_b", bwd)):
         attn_proj = x[0] + x[1]
         out["dense" + key] = attn_proj + x[2] + x[3]
-        moe = zero
+        moe_s = zero
         if model.is_moe:
-            moe = attn_proj + x[4] + x[5] + x[6]
+            moe_s = attn_proj + x[4] + x[5] + x[6] + (
+                moe.permute_bytes(m, h, model.top_k, t)
+                + moe.router_bytes(m, model.experts, model.top_k, t)) / (
+                g.hbm_Bps * cal.hbm_efficiency)
             if model.shared_experts:
-                moe = moe + x[7] + x[8]
-        out["moe" + key] = moe
+                moe_s = moe_s + x[7] + x[8]
+        out["moe" + key] = moe_s
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
         core = flops / (g.peak_flops(p16) * cal.attention_efficiency)
@@ -206,17 +212,29 @@ def _all_reduce_s(size, n, stride, cl, cal):
     return np.where(n > 1, intra + inter, 0.0)
 
 
-def _all_to_all_s(size, n, stride, cl, cal):
-    per, _ = _span(n, stride, cl)
-    shape = np.broadcast_shapes(np.shape(size), np.shape(per), np.shape(n))
-    size, per, n = (np.broadcast_to(x, shape).ravel() for x in (size, per, n))
-    out = np.zeros(len(n))
-    first, inv = _groups([per, n])
-    for j, (p, e) in enumerate(zip(per[first].tolist(), n[first].tolist())):
-        mask = inv == j
-        fit = math.gcd(p, e) if e > p else p  # fabric wants whole domains per group
-        out[mask] = moe_all_to_all_time_s(size[mask], e, _fabric(cl, cal, fit)).total_s
-    return out.reshape(shape)
+def _all_to_all_s(tokens, n, stride, world, model, gpu, cl, cal, st, fp8, skew, rc):
+    """All-to-all seconds of one MoE layer per microbatch (forward, backward, recomputed
+    forward) for arrays of expert-parallel groups of ``n`` ranks ``stride`` (= ETP) apart in a
+    job of ``world`` ranks: copies per token over NVLink and the network from
+    :func:`companion.moe.copies_per_token` (exact fractional domains, the stack's
+    dispatcher), achieved bandwidths from :func:`companion.moe.achieved_Bps`."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (tokens, n, stride, world, fp8, rc)))
+    tokens, n, stride, world, fp8, rc = (np.broadcast_to(x, shape).ravel()
+                                         for x in (tokens, n, stride, world, fp8, rc))
+    nvl, net = np.zeros(len(n)), np.zeros(len(n))
+    first, inv = _groups([n, stride, world])
+    how = moe.dispatcher_for(st)
+    for j, (e, s, w) in enumerate(zip(*(x[first].tolist() for x in (n, stride, world)))):
+        nvl[inv == j], net[inv == j] = moe.copies_per_token(
+            how, e, s, cl.gpus_per_domain, model.experts, model.top_k, w)
+    up_Bps, out_Bps = moe.achieved_Bps(gpu, cl.scaleup_Bps, cl.scaleout_Bps,
+                                       cal.scaleup_efficiency)
+    kw = dict(nvlink_copies=nvl, network_copies=net, nvlink_Bps=up_Bps, network_Bps=out_Bps,
+              routing_skew=skew, recompute_forward=rc == 2, nvlink_latency_s=NCCL_NVLINK_STEP_S,
+              network_latency_s=NCCL_NET_STEP_S)
+    out = np.where(fp8 == 1, moe.layer_all_to_all_s(tokens, model.hidden, "fp8", **kw),
+                   moe.layer_all_to_all_s(tokens, model.hidden, "bf16", **kw))
+    return np.where(n > 1, out, 0.0).reshape(shape)
 
 
 def _send_s(size, stride, cl, cal):
@@ -240,7 +258,7 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
         microbatch=k["mb"], num_microbatches=k["m"], sequence_parallel=k["sp"].astype(bool),
         recompute=k["rc"], stage=k["zero"], precision=precision,
         flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
-        layers=k["pp"] * k["stage_layers"])
+        layers=k["pp"] * k["stage_layers"], etp=k.get("etp"), routing_skew=_one_skew(k))
     total = r.pop("total_bytes")
     return {**r, "memory_bytes": total, "fits": total <= gpu.hbm_bytes}
 
@@ -264,6 +282,14 @@ FP8_CAST_BYTES, FP8_CAST_BWD_BYTES = 3, 5
 AMAX_READ_BYTES = 2
 
 
+def _one_skew(X) -> float:
+    # Routing skew sets GEMM shapes, which are priced once per distinct shape: one value a call
+    skew = np.unique(np.asarray(X.get("skew", 1.0), dtype=np.float64))
+    if len(skew) != 1:
+        raise ValueError(f"routing_skew must be one value per call; got {skew.tolist()}")
+    return float(skew[0])
+
+
 def step_arrays(model, gpu, cl, cal, st, precision, X):
     """Step-time breakdown (seconds, arrays) for arrays of layouts ``X`` (keys tp, pp, dp,
     cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes). See the module docstring."""
@@ -271,11 +297,12 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     t, p, d, c, e, v, mb, m = (X[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "m"))
     sp, rc, lst = X["sp"].astype(bool), X["rc"], X["stage_layers"]
     # kernels depend on (tp, microbatch, cp, ep) only: priced once per distinct shape
-    shape = np.broadcast_shapes(t.shape, mb.shape, c.shape, e.shape)
-    keys = [np.broadcast_to(k, shape).ravel() for k in (t, mb, c, e)]
+    et, skew = X.get("etp", t), _one_skew(X)
+    shape = np.broadcast_shapes(t.shape, mb.shape, c.shape, e.shape, et.shape)
+    keys = [np.broadcast_to(k, shape).ravel() for k in (t, mb, c, e, et)]
     first, inv = _groups(keys)
     kern = {key: val[inv].reshape(shape) for key, val in _kernels(
-        model, g, cal, st, precision, *(k[first] for k in keys)).items()}
+        model, g, cal, st, precision, *(k[first] for k in keys), skew=skew).items()}
     dense, dense_b, moe, moe_b, logits, logits_b, core, core_bwd, score_b = (kern[k] for k in (
         "dense", "dense_b", "moe", "moe_b", "logits", "logits_b", "core", "core_b",
         "score_bytes"))
@@ -308,8 +335,8 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     cp_x = np.maximum(0.0, cp_comm - core - core_bwd)
     ep_comm = np.zeros_like(gemm)
     if model.is_moe:
-        a2a = _all_to_all_s(act * model.top_k / t, e, t, cl, cal)
-        ep_comm = fm * (4 + 2 * (rc == 2)) * a2a
+        ep_comm = fm * _all_to_all_s(tokens / t, e, et, t * c * d * p, model, gpu, cl, cal, st,
+                                     X.get("fp8_dispatch", 0), skew, rc)
     ep_x = np.maximum(0.0, ep_comm - fm * (moe + moe_b)) if st.overlap_ep else ep_comm
     per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x
     t_mb = lst * per_layer + logits + logits_b
@@ -322,7 +349,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     p2p = sends * _send_s(act / t, t * c * d, cl, cal)
     gb = X["grad_bytes"]
     dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
-    expert_dp = _all_reduce_s(X["expert_params"] * gb, d * c // e, t * e, cl, cal)
+    expert_dp = _all_reduce_s(X["expert_params"] * gb, t * d * c // (et * e), et * e, cl, cal)
     z = X["zero"]
     grads = dense_dp + expert_dp
     dp_comm = np.where(z >= 1, 0.5 * grads * (1 + 2 / gb), grads) + np.where(

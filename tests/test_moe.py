@@ -1,0 +1,187 @@
+"""Expert parallelism (issue 12): topology with fractional domains, the all-to-all as DeepEP and
+NCCL run it, expert kernels, MoE memory, presets and bad input."""
+import math
+
+import numpy as np
+import pytest
+
+from companion import moe, parallel
+from companion.memory import training_memory
+from companion.model import Layout, check_layout, preset
+
+# seed 003's MoE layout at the scale of 128 NVL72 racks: TP4 PP8 CP2 VPP2 EP32 on 9216 GPUs
+SEED = Layout(tp=4, pp=8, cp=2, dp=144, ep=32, vpp=2, microbatch=1, global_batch=144 * 16,
+              sequence_parallel=True, distributed_optimizer=True)
+
+
+def _seed(system, gpu, **kw):
+    return parallel.estimate("seed-1.7t-moe", SEED, gpu, system=system, **kw)
+
+
+def test_nvl72_rack_makes_the_seed_all_to_all_clearly_cheaper_than_8_gpu_nodes():
+    rack, node = _seed("GB200 NVL72", "GB200"), _seed("DGX B200", "B200")
+    # DeepEP sends a token once per remote domain holding one of its 24 experts: a 72-GPU rack
+    # holds 18 of the group's 32 ranks, an 8-GPU node 2, so the rack cuts the network copies
+    # from about 12 per token to about 2
+    assert rack.ep_comm_s < 0.5 * node.ep_comm_s
+    # an NCCL all-to-all (one copy per routed expert) gains nothing for the worst-placed rank:
+    # EP32 x ETP4 spans 128 ranks, which 72-GPU racks cut so that some rank keeps only one peer
+    lo, hi, _ = moe.group_span(32, 4, 72, 9216)
+    assert (lo, hi) == (2, 18) and moe.group_span(32, 4, 8, 9216)[:2] == (2, 2)
+    old_rack = _seed("GB200 NVL72", "GB200", software="megatron-2022").ep_comm_s
+    old_node = _seed("DGX B200", "B200", software="megatron-2022").ep_comm_s
+    assert old_rack == pytest.approx(old_node, rel=1e-6)
+
+
+@pytest.mark.parametrize("dispatcher", moe.DISPATCHERS)
+@pytest.mark.parametrize("chain", [(4, 8, 72), (4, 36, 72), (1, 8, 72)])
+def test_a_bigger_domain_never_makes_a_group_slower(dispatcher, chain):
+    # each domain size a multiple of the last: every pair sharing the small domain shares the
+    # big one, so no rank loses a peer beside it and none sends more over the network
+    up, net = 800e9 * 0.8, 50e9 * 0.94
+    for size in (2, 8, 12, 16, 32, 64, 128):
+        for stride in (1, 2, 4, 8):
+            world = size * stride * 72 * 4
+            times = []
+            for domain in chain:
+                nvl, out = moe.copies_per_token(dispatcher, size, stride, domain, 256, 8, world)
+                times.append(float(moe.all_to_all_s(4096 * 7168 * 2, nvl, out, up, net)))
+            assert times == sorted(times, reverse=True), (size, stride, times)
+
+
+def test_fractional_domains_are_counted_exactly():
+    # EP32 four ranks apart on 72-GPU racks: 128-rank groups; rack boundaries every 72 ranks.
+    # Group 0 (ranks 0..124): 18 in rack 0, 14 in rack 1. Group 5 (ranks 640..764): 2 in rack
+    # 8 (640, 644), 18 in rack 9, 12 in rack 10.
+    c = moe._cells(32, 4, 72, 1152)
+    assert sorted(c[0][c[0] > 0]) == [14, 18]
+    assert sorted(c[20][c[20] > 0]) == [2, 12, 18]  # group 5 of offset 0 is row 5 * 4 = 20
+    assert c.sum() == 1152 and (c.sum(axis=1) == 32).all()
+    # a group of 12 on 8-GPU boards from a board's start: 8 + 4
+    assert moe.group_span(12, 1, 8, 12) == (4, 8, 2)
+    with pytest.raises(ValueError, match="world"):
+        moe.group_span(12, 1, 8, 20)
+
+
+def test_hit_probability_is_the_hypergeometric_miss():
+    # chance a token's 8 of 256 experts include one of 32 held: 1 - C(224, 8) / C(256, 8)
+    assert moe.hit_probability(32, 256, 8) == pytest.approx(1 - math.comb(224, 8) / math.comb(256, 8))
+    assert moe.hit_probability(0, 256, 8) == 0.0 and moe.hit_probability(256, 256, 8) == 1.0
+
+
+def test_deepep_dedup_never_sends_more_than_nccl():
+    for size, stride, domain in ((64, 1, 8), (32, 4, 72), (16, 1, 8), (256, 1, 72)):
+        _, dedup = moe.copies_per_token("deepep", size, stride, domain, 256, 8, size * stride * 9)
+        _, plain = moe.copies_per_token("alltoall", size, stride, domain, 256, 8,
+                                        size * stride * 9)
+        assert dedup <= plain
+    # DeepSeek-V3 on 2048 H800: EP64 over 8 nodes, top-8 of 256. NCCL: 8 x 56/64 = 7 copies
+    # per token cross the network; DeepEP: one per remote node hit, at most M = 4 nodes
+    # (node-limited routing, arXiv:2412.19437 Section 2.1.2), so at most 4 - P(own node)
+    _, plain = moe.copies_per_token("alltoall", 64, 1, 8, 256, 8, 2048)
+    _, limited = moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048, max_domains=4)
+    assert plain == pytest.approx(7.0) and limited <= 4.0
+
+
+def test_fp8_dispatch_moves_about_half_the_bytes():
+    # E4M3 plus one FP32 scale per 128 channels: 1 + 4/128 bytes per element vs 2
+    assert moe.wire_bytes("fp8") == pytest.approx(1.03125) and moe.wire_bytes("bf16") == 2.0
+    bf = _seed("DGX B200", "B200").ep_comm_s
+    fp = parallel.estimate("seed-1.7t-moe", Layout(**{**SEED.__dict__,
+                                                      "dispatch_precision": "fp8"}),
+                           "B200", system="DGX B200").ep_comm_s
+    # dispatch forward is one of four BF16-sized transfers (combine, two backward)
+    assert fp == pytest.approx(bf * (3 + 1.03125 / 2) / 4, rel=1e-3)
+
+
+def test_published_all_to_all_bandwidths():
+    # DeepEP README: H800 intranode dispatch 153 GB/s of NVLink's 200 GB/s per direction;
+    # V2 SM100 EP8 726 GB/s of NVLink 5's 900; NDR NICs carry 46-48 GB/s (nccl-tests #290)
+    assert moe.NVLINK_A2A_FRACTION["Hopper"] * 200e9 == pytest.approx(153e9)
+    assert moe.NVLINK_A2A_FRACTION["Blackwell"] * 900e9 == pytest.approx(726e9)
+    assert 46e9 <= moe.NIC_A2A_FRACTION * 50e9 <= 48e9
+
+
+def test_top24_routing_adds_at_least_its_dispatched_copies():
+    """Same layout, top-24 vs top-2 of 128 experts (seed-1.7t-moe: hidden 16384, sequence
+    8192). Per MoE layer per in-flight microbatch a GPU keeps the dispatched copies of its
+    tokens: sequence / CP = 4096 tokens, gathered over ETP = TP = 4, each copied top_k times
+    at 2 bytes x 16384: 22 extra copies are 22 x 4096 x 16384 x 2 = 2.95 GB. With 128 layers
+    on PP8 (16 per stage) and the 1F1B schedule's in-flight microbatches, the top-24 run needs
+    at least 22 x 2 x 4096 x 16384 x 16 layers x in-flight more."""
+    from companion.memory import pipeline_inflight_microbatches
+    lay = Layout(tp=4, pp=8, cp=2, dp=16, ep=32, vpp=2, microbatch=1, global_batch=16 * 16,
+                 sequence_parallel=True, distributed_optimizer=True)
+    m24, m2 = preset("seed-1.7t-moe"), preset("seed-1.7t-moe", top_k=2)
+    a24 = training_memory(m24, lay).activations_bytes
+    a2 = training_memory(m2, lay).activations_bytes
+    copies = (24 - 2) * 4096 * 16384 * 2
+    assert copies == pytest.approx(2.95e9, rel=1e-3)
+    inflight = pipeline_inflight_microbatches(8, 2, 16)
+    assert a24 - a2 >= copies * 16 * inflight
+    # the issue's figure: about 3.2 GB of top-24 copies per MoE layer per microbatch
+    assert moe.saved_bytes_per_layer(4096, 16384, 128, 24, 4, 4) == pytest.approx(3.2e9, rel=0.02)
+
+
+def test_expert_tp_decouples_expert_shapes_from_tp():
+    # Megatron-Bridge runs Qwen3-235B on H100 at TP2 with EP32 and expert TP 1: the expert grid
+    # 1 x 32 x 1 fills tp x dp = 2 x 16 per stage
+    lay = Layout(tp=2, pp=8, dp=16, ep=32, etp=1, vpp=4, global_batch=2048,
+                 sequence_parallel=True, distributed_optimizer=True, precision="fp8")
+    check_layout(preset("qwen3-235b-a22b", layers=96), lay, 256)  # 94 layers: uneven stages
+    assert lay.expert_tp == 1 and lay.expert_optimizer_shards == 1
+    with pytest.raises(ValueError, match="ep"):
+        Layout(tp=2, pp=8, dp=16, ep=32, global_batch=2048)  # ETP = TP 2: 64 > 32 ranks
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(ep=6, dp=48, global_batch=48), "ep=6 must divide experts=128"),
+    (dict(etp=5, ep=8), "etp=5 must divide expert_ffn_hidden=768"),
+    (dict(routing_skew=17.0), "routing_skew"),
+    (dict(routing_skew=0.5), "routing_skew"),
+])
+def test_bad_moe_layouts_name_the_parameter(kw, words):
+    lay = dict(tp=1, pp=1, dp=40, ep=8, global_batch=40)
+    with pytest.raises(ValueError, match=words):
+        check_layout(preset("qwen3-30b-a3b"), Layout(**{**lay, **kw}))
+
+
+def test_top_k_above_experts_is_refused():
+    with pytest.raises(ValueError, match="top_k=9 must be <= experts=8"):
+        preset("mixtral-8x7b", top_k=9)
+    with pytest.raises(ValueError, match="dispatcher"):
+        moe.copies_per_token("nccl", 8, 1, 8, 8, 2)
+    with pytest.raises(ValueError, match="dispatch_precision"):
+        Layout(dispatch_precision="fp4")
+    assert moe.max_skew(128, 8) == 16
+
+
+@pytest.mark.parametrize("name, total, active", [
+    # Qwen3 Technical Report (arXiv:2505.09388) Table 2 and model cards: 30.5B / 3.3B,
+    # 235B / 22B; Mixtral (arXiv:2401.04088): 47B total, 13B active; Mixtral 8x22B model card:
+    # 141B / 39B
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9), ("qwen3-235b-a22b", 235e9, 22e9),
+    ("mixtral-8x7b", 47e9, 13e9), ("mixtral-8x22b", 141e9, 39e9)])
+def test_moe_presets_match_their_published_sizes(name, total, active):
+    m = preset(name)
+    assert m.params == pytest.approx(total, rel=0.02)
+    assert m.active_params == pytest.approx(active, rel=0.05)
+
+
+def test_qwen3_rows_follow_the_bridge_flop_count():
+    # Megatron-Bridge 25.11, DGX-GB200: Qwen3-235B-A22B 728 TFLOP/s at 4916 tokens/s/GPU
+    from companion.steptime import model_flops_per_token
+    per_token = 728e12 / 4916
+    assert model_flops_per_token(preset("qwen3-235b-a22b"), "bridge") == pytest.approx(
+        per_token, rel=2e-3)
+
+
+def test_routing_skew_slows_the_busiest_rank():
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, microbatch=4, global_batch=512, precision="fp8",
+                 distributed_optimizer=True)
+    even = parallel.estimate("qwen3-30b-a3b", lay, "B200", system="DGX B200")
+    skew = parallel.estimate("qwen3-30b-a3b", Layout(**{**lay.__dict__, "routing_skew": 1.5}),
+                             "B200", system="DGX B200")
+    assert skew.step_time_s > even.step_time_s and skew.ep_comm_s == pytest.approx(
+        1.5 * even.ep_comm_s, rel=0.01)
+    assert skew.activations_bytes > even.activations_bytes
