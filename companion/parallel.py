@@ -217,7 +217,9 @@ def run_layout(row) -> Layout:
                   recompute=str(row["recompute"]), precision=str(row["precision"]),
                   zero_stage=int(row.get("zero_stage", 0)),
                   distributed_optimizer=bool(row.get("distributed_optimizer", False)),
-                  etp=None if pd.isna(row.get("expert_tp")) else int(row["expert_tp"]))
+                  etp=None if pd.isna(row.get("expert_tp")) else int(row["expert_tp"]),
+                  dispatch_precision=None if pd.isna(row.get("dispatch_precision"))
+                  else str(row["dispatch_precision"]))
 
 
 def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.DataFrame:
