@@ -185,3 +185,29 @@ def test_routing_skew_slows_the_busiest_rank():
     assert skew.step_time_s > even.step_time_s and skew.ep_comm_s == pytest.approx(
         1.5 * even.ep_comm_s, rel=0.01)
     assert skew.activations_bytes > even.activations_bytes
+
+
+def test_moe_exercises_are_answered_and_checked():
+    from companion import exercises
+    from companion.catalogue import load_all
+    load_all()
+    ex = exercises.exercises("moe")
+    assert len(ex) >= 5
+    for e in ex:
+        a = e.answer()
+        assert np.isfinite(a) and a > 0, e.id
+        assert exercises.check(e.id, a) and not exercises.check(e.id, 2 * a), e.id
+    # worked from the sources: 8 of 256 experts over 64 ranks, 8 per node: 8 x 56 / 64
+    assert exercises.check("moe-nccl-copies-dsv3", 8 * 56 / 64)
+    # 4,096 tokens x 24 copies x 16,384 x 2 bytes plus FP32 probabilities over 128 experts
+    assert exercises.check("moe-seed-dispatched-gb",
+                           (4096 * 24 * 16384 * 2 + 4096 / 4 * (4 * 128 + 8 * 24)) / 1e9)
+    assert exercises.check("moe-fp8-dispatch-saving", 1 - (6 + 1 + 4 / 128) / 8)
+
+
+def test_explorer_frame_has_every_domain_and_ep():
+    from companion.explore import moe as mx
+    f = mx.ep_share_frame()
+    assert set(f["domain"]) == {f"{d}-GPU domains" for d in mx.DOMAINS}
+    assert sorted(set(f["ep"])) == list(mx.EP_DEGREES)
+    assert ((f["a2a_share_pct"] >= 0) & (f["a2a_share_pct"] < 100)).all()
