@@ -122,7 +122,8 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
                                  ffn_type: str = "gelu", flash_attention: bool = False, cp=1):
     """:func:`activations_per_layer_bytes` for arrays of layouts (float64 array): the model's
     shapes are numbers; ``microbatch``, ``tp``, ``sequence_parallel``, ``recompute`` (codes:
-    0 none, 1 selective, 2 full, the order of ``companion.model.RECOMPUTE``) and ``cp``
+    0 none, 1 selective, 2 full, 3 moe (selective here), the order of
+    ``companion.model.RECOMPUTE``) and ``cp``
     are arrays, broadcast together. The one implementation of the formulas."""
     b, t, cp = (np.asarray(x, dtype=np.int64) for x in (microbatch, tp, cp))
     sp, rc = np.asarray(sequence_parallel, dtype=bool), np.asarray(recompute)
@@ -133,7 +134,8 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
     sbh = seq_len // cp * b * hidden
     replicated = 10.0
     split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / hidden
-    scores = np.where((rc == 1) | flash_attention, 0.0, 5.0 * heads * seq_len / hidden)
+    scores = np.where((rc == 1) | (rc == 3) | flash_attention, 0.0,
+                      5.0 * heads * seq_len / hidden)
     per = np.where(sp, replicated / t, replicated)
     kept = sbh * (per + split / t + scores / t)
     return np.where(rc == 2, 2.0 * sbh / np.where(sp, t, 1), kept)
@@ -320,7 +322,9 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
         moe_share = moe_layers / n_layers
         saved = moe.saved_bytes_per_layer(s_local * b, h, model.experts, model.top_k, tp, et,
                                           routing_skew)
-        moe_layer = per_layer(rc, moe_ffn) + np.where(rc == 2, 0.0, saved)
+        # recompute "moe" keeps an MoE layer's input and attention only (MLP width 0)
+        moe_layer = np.where(rc == 3, per_layer(rc, 0),
+                             per_layer(rc, moe_ffn) + np.where(rc == 2, 0.0, saved))
         layer = (1 - moe_share) * layer + moe_share * moe_layer
     acts = layer * n_layers / pp * inflight
     sp = np.where(sequence_parallel, tp, 1)

@@ -18,7 +18,9 @@ from dataclasses import dataclass, replace
 from companion import checks, moe
 
 FFN_TYPES = ("gelu", "swiglu")
-RECOMPUTE = ("none", "selective", "full")
+# "moe": selective recomputation plus the MoE layers (Megatron's --recompute-granularity
+# selective --recompute-modules core_attn moe): dense models run it as "selective"
+RECOMPUTE = ("none", "selective", "full", "moe")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 
 

@@ -121,6 +121,8 @@ def grid(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
     # sequence parallelism splits the sequence over TP ranks; sharding needs DP x CP ranks
     valid = ((X["sp"] == 0) | ((X["tp"] > 1) & ((model.seq_len // X["cp"]) % X["tp"] == 0)))
     valid = valid & ((X["zero"] == 0) | (X["dp"] * X["cp"] > 1))
+    if not model.is_moe:  # recompute "moe" is "selective" for a dense model: one copy of each
+        valid = valid & (X["rc"] != RECOMPUTE.index("moe"))
     return X, np.broadcast_to(valid, shape)
 
 
@@ -266,7 +268,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         "recompute": X["rc"], "zero": X["zero"], **bd, **der,
         "memory_gb": mem["memory_bytes"] / 1e9, "fits": mem["fits"]}
     cols = {k: pick.take(v) for k, v in cols.items()}
-    cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], ["none", "selective", "full"])
+    cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], list(RECOMPUTE))
     frame = pd.DataFrame(cols)
     frame.attrs.update(candidates=n, feasible=int(fits.sum()), model=model.name,
                        gpu=g.name, cluster=cl.name, stack=st.name, precision=precision)

@@ -24,7 +24,7 @@ from companion.memory import training_memory_arrays
 from companion.model import Transformer
 from companion.roofline import attention, gemm_time_arrays
 
-RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2, "moe": 3}
 ACT_BYTES = 2  # BF16/FP16 activations, as Megatron keeps them (FP8 only inside GEMMs)
 
 # -- FLOPs conventions ------------------------------------------------------------------------
@@ -143,6 +143,7 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
             if model.shared_experts:
                 moe_s = moe_s + x[7] + x[8]
         out["moe" + key] = moe_s
+        out["moe_mlp" + key] = moe_s - attn_proj if model.is_moe else zero
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
         core = flops / (g.peak_flops(p16) * cal.attention_efficiency)
@@ -230,7 +231,8 @@ def _all_to_all_s(tokens, n, stride, world, model, gpu, cl, cal, st, fp8, skew, 
     up_Bps, out_Bps = moe.achieved_Bps(gpu, cl.scaleup_Bps, cl.scaleout_Bps,
                                        cal.scaleup_efficiency)
     kw = dict(nvlink_copies=nvl, network_copies=net, nvlink_Bps=up_Bps, network_Bps=out_Bps,
-              routing_skew=skew, recompute_forward=rc == 2, nvlink_latency_s=NCCL_NVLINK_STEP_S,
+              routing_skew=skew, recompute_forward=(rc == 2) | (rc == 3),
+              nvlink_latency_s=NCCL_NVLINK_STEP_S,
               network_latency_s=NCCL_NET_STEP_S)
     out = np.where(fp8 == 1, moe.layer_all_to_all_s(tokens, model.hidden, "fp8", **kw),
                    moe.layer_all_to_all_s(tokens, model.hidden, "bf16", **kw))
@@ -324,7 +326,8 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
     fwd = gemm + core + elem + score_f + cast
     bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
-    rec = np.select([rc == 2, rc == 1], [fwd, core + score_f], 0.0)
+    rec = np.select([rc == 2, rc == 1, rc == 3],
+                    [fwd, core + score_f, core + score_f + fm * kern["moe_mlp"]], 0.0)
 
     act = tokens * model.hidden * ACT_BYTES
     n_ar = 4 + 2 * (rc == 2) + (sp & (rc != 2))  # SP re-gathers its input in backward
@@ -395,7 +398,11 @@ def derived_arrays(model, gpu, X, bd, mem, st, precision, convention):
     extra = 4.0 * model.seq_len * model.heads * model.head_dim * model.layers * (
         0.5 if st.flash_attention and st.causal else 1.0)
     full = 2.0 * (_matmul_params_per_token(model) - model.vocab * model.hidden) + extra
-    hw_flops = model_flops + tokens * np.select([X["rc"] == 2, X["rc"] == 1], [full, extra], 0)
+    mats = 3 if model.ffn_type == "swiglu" else 2  # recompute "moe" reruns the MoE MLPs too
+    moe_mlp = 2.0 * model.moe_layers * mats * model.hidden * model.expert_ffn * (
+        model.top_k + model.shared_experts)
+    hw_flops = model_flops + tokens * np.select(
+        [X["rc"] == 2, X["rc"] == 1, X["rc"] == 3], [full, extra, extra + moe_mlp], 0)
     peak = gpu.peak_flops(precision) * n * bd["step_time_s"]
     return {"mfu": model_flops / peak, "hfu": hw_flops / peak,
             "model_tflops_per_gpu": model_flops / n / bd["step_time_s"] / 1e12,

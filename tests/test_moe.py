@@ -211,3 +211,21 @@ def test_explorer_frame_has_every_domain_and_ep():
     assert set(f["domain"]) == {f"{d}-GPU domains" for d in mx.DOMAINS}
     assert sorted(set(f["ep"])) == list(mx.EP_DEGREES)
     assert ((f["a2a_share_pct"] >= 0) & (f["a2a_share_pct"] < 100)).all()
+
+
+def test_moe_recompute_trades_the_dispatched_copies_for_a_second_forward():
+    # Megatron's --recompute-modules moe: the MoE layer keeps its input only and reruns its
+    # router, dispatch, experts and combine in the backward pass
+    base = dict(SEED.__dict__, recompute="selective")
+    sel = parallel.estimate("seed-1.7t-moe", Layout(**base), "GB200", system="GB200 NVL72")
+    rec = parallel.estimate("seed-1.7t-moe", Layout(**{**base, "recompute": "moe"}), "GB200",
+                            system="GB200 NVL72")
+    assert rec.activations_bytes < 0.5 * sel.activations_bytes
+    assert rec.step_time_s > sel.step_time_s and rec.recompute_s > sel.recompute_s
+    assert rec.ep_comm_s == pytest.approx(sel.ep_comm_s * 6 / 4, rel=0.02)  # forward pair again
+    from companion.search import search
+    found = search("qwen3-30b-a3b", "B200", 8, 512, system="DGX B200", precision="fp8",
+                   include_infeasible=True)
+    assert "moe" in set(found["recompute"])
+    dense = search("llama3-8b", "H100", 8, 64, include_infeasible=True)
+    assert "moe" not in set(dense["recompute"])  # same as selective for a dense model
