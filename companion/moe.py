@@ -33,8 +33,10 @@ mean, which both its expert GEMMs and its share of the all-to-all wait for.
 """
 from __future__ import annotations
 
+import csv
 import functools
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -47,15 +49,29 @@ DISPATCH_PRECISIONS = ("bf16", "fp8")
 WIRE_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128}
 COMBINE_BYTES = 2.0  # combine and the backward pass's gradients: BF16
 
-# Achieved all-to-all bandwidth as a fraction of the per-direction nameplate, by GPU family.
-# DeepEP README (github.com/deepseek-ai/DeepEP, V1 "Normal kernels with NVLink and RDMA
-# forwarding"): intranode EP8 dispatch 153 GB/s on H800, whose NVLink carries 200 GB/s per
-# direction (400 GB/s bidirectional); V2 table: SM100 EP8 726 GB/s (64 SMs), B200 NVLink 5
-# carries 900 GB/s per direction.
-NVLINK_A2A_FRACTION = {"Hopper": 153 / 200, "Blackwell": 726 / 900}
-# NCCL over a 400 Gb/s NDR NIC (50 GB/s): "46-48GB/s per NIC" (NVIDIA, nccl-tests issue #290;
-# "48-49GB/s" in #267); the middle, 47/50.
-NIC_A2A_FRACTION = 47 / 50
+MEASUREMENTS_CSV = Path(__file__).resolve().parents[1] / "data" / "published_measurements.csv"
+
+
+@functools.cache
+def measurement(row_id: str) -> dict:
+    """One row of ``data/published_measurements.csv`` by id (value, peak, fraction, source)."""
+    with open(MEASUREMENTS_CSV, newline="") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    return rows[checks.choice("row_id", row_id, rows)]
+
+
+def _fraction(row_id: str) -> float:
+    row = measurement(row_id)
+    return float(row["value"]) / float(row["peak"])
+
+
+# Achieved all-to-all bandwidth as a fraction of the per-direction nameplate, by GPU family,
+# from published measurements: DeepEP's intranode EP8 dispatch, 153 GB/s of the H800's 200 GB/s
+# per direction (V1 table) and 726 GB/s of NVLink 5's 900 GB/s (V2 table, SM100).
+NVLINK_A2A_FRACTION = {"Hopper": _fraction("deepep-v1-h800-intranode-dispatch"),
+                       "Blackwell": _fraction("deepep-v2-sm100-intranode-dispatch")}
+# NCCL over a 400 Gb/s NDR NIC: "46-48GB/s per NIC" (nccl-tests issue 290), the middle.
+NIC_A2A_FRACTION = _fraction("nccl-ndr-nic-alltoall")
 
 
 def _family(gpu) -> str | None:

@@ -229,3 +229,17 @@ def test_moe_recompute_trades_the_dispatched_copies_for_a_second_forward():
     assert "moe" in set(found["recompute"])
     dense = search("llama3-8b", "H100", 8, 64, include_infeasible=True)
     assert "moe" not in set(dense["recompute"])  # same as selective for a dense model
+
+
+def test_grouped_gemm_rows_read_deepgemm_s_table():
+    from companion.explore import moe as mx
+    gg = mx.grouped_gemm_frame().set_index(["groups", "m_per_group", "n", "k"])
+    # DeepGEMM README (first release), H800 FP8: 8 groups of 4096 x 4096 x 7168 at 1288 TFLOPS;
+    # masked layout, 4 groups of 256 x 7168 x 2048 at 815 TFLOPS
+    assert gg.loc[(8, 4096, 4096, 7168), "published_tflops"] == 1288
+    assert gg.loc[(4, 256, 7168, 2048), "published_tflops"] == 815
+    # the roofline prices large-M, long-K expert GEMMs within 5% of the published kernels
+    big = gg.xs(7168, level="k")
+    assert big[big.index.get_level_values("m_per_group") >= 1024]["error_pct"].abs().max() < 5
+    # DeepEP's measured fractions come from the same table of published measurements
+    assert moe.measurement("deepep-v1-h800-intranode-dispatch")["value"] == "153000000000.0"

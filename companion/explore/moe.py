@@ -106,6 +106,30 @@ def sensitivity_frame(widths=(1024, 2048, 4096), top_ks=(2, 8, 24)) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+def grouped_gemm_frame(calibration=None) -> pd.DataFrame:
+    """DeepGEMM's published FP8 grouped GEMMs on H800 against the expert-GEMM pricing of the
+    step model (the roofline with tile and wave quantization over the groups as a batch)."""
+    from ..calibration import DEFAULT
+    from ..steptime import _linear_times
+    cal = DEFAULT if calibration is None else calibration
+    g = hardware.gpu("H800")
+    rows = []
+    with open(moe.MEASUREMENTS_CSV, newline="") as f:
+        import csv
+        for r in csv.DictReader(f):
+            if r["kind"] != "grouped_gemm":
+                continue
+            p = dict(kv.split("=") for kv in r["conditions"].split("; ")[:4])
+            groups, m, n, k = (int(p[x]) for x in ("groups", "m_per_group", "n", "k"))
+            fwd, _ = _linear_times(g, cal, "fp8", [(m, n, k, groups)], 1)
+            flops = 2.0 * groups * m * n * k
+            rows.append({"groups": groups, "m_per_group": m, "n": n, "k": k,
+                         "published_tflops": float(r["value"]) / 1e12,
+                         "model_tflops": flops / float(fwd[0, 0]) / 1e12})
+    out = pd.DataFrame(rows)
+    return out.assign(error_pct=100 * (out["published_tflops"] / out["model_tflops"] - 1))
+
+
 MOE_MODELS = ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
 
 
@@ -135,5 +159,5 @@ def system_of(gpu_name: str) -> str:
 
 __all__ = ["SEED_MODEL", "SEED_GPU", "SEED_GPUS", "SEED_LAYOUT", "DOMAINS", "EP_DEGREES",
            "domain_cluster", "seed_layout", "ep_share_frame", "EP_CONTROLS", "EP_CHART",
-           "copies_table", "sensitivity_frame", "MOE_MODELS", "validation_frame",
+           "copies_table", "sensitivity_frame", "grouped_gemm_frame", "MOE_MODELS", "validation_frame",
            "error_summary", "system_of"]
