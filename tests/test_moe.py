@@ -243,3 +243,27 @@ def test_grouped_gemm_rows_read_deepgemm_s_table():
     assert big[big.index.get_level_values("m_per_group") >= 1024]["error_pct"].abs().max() < 5
     # DeepEP's measured fractions come from the same table of published measurements
     assert moe.measurement("deepep-v1-h800-intranode-dispatch")["value"] == "153000000000.0"
+
+
+def test_heldout_moe_rows():
+    runs = parallel.published_runs(held_out=True)
+    moe_rows = runs[[preset(m).is_moe for m in runs["model"]]]
+    assert len(moe_rows) >= 30 and moe_rows["held_out"].all()
+    assert (moe_rows["tp"] * moe_rows["pp"] * moe_rows["dp"] * moe_rows["cp"]
+            == moe_rows["num_gpus"]).all()
+    r = moe_rows.set_index("run_id")
+    # Megatron-Bridge 25.11, DGX-GB200: DeepSeekV3 BF16, 256 GPUs, GBS 4096, PP4 VP4 EP64,
+    # 3139 tokens/s/GPU, 782 TFLOP/s; the step is GBS x 4096 / (tokens/s/GPU x GPUs)
+    g = r.loc["bridge2511_gb200_dsv3_bf16"]
+    assert (g["pp"], g["vpp"], g["ep"], g["measured_tokens_per_s_per_gpu"]) == (4, 4, 64, 3139)
+    assert g["measured_step_time_s"] == pytest.approx(4096 * 4096 / (3139 * 256))
+    # DeepSeek-V3 report: 180K H800 GPU-hours per trillion tokens on 2048 H800, batch 15360
+    d = r.loc["deepseek2024_h800_dsv3_2048"]
+    assert d["measured_step_time_s"] == pytest.approx(
+        15360 * 4096 / 1e12 * 180e3 * 3600 / 2048, rel=1e-3)
+    # the Qwen3 rows' TFLOP/s follow Megatron-Bridge's causal FLOP count
+    from companion.steptime import model_flops_per_token
+    for _, q in moe_rows[moe_rows["model"].str.startswith("qwen3")].iterrows():
+        per_token = q["measured_tflops_per_gpu"] * 1e12 / q["measured_tokens_per_s_per_gpu"]
+        assert per_token == pytest.approx(model_flops_per_token(preset(q["model"]), "bridge"),
+                                          rel=1e-2), q["run_id"]
