@@ -130,6 +130,33 @@ def grouped_gemm_frame(calibration=None) -> pd.DataFrame:
     return out.assign(error_pct=100 * (out["published_tflops"] / out["model_tflops"] - 1))
 
 
+#: The case study's machines for the seed's 1.7T MoE: the same 9,216 GPUs in racks or in nodes.
+SEED_MOE_MACHINES = {"9,216 GB200 in 128 NVL72 racks": ("GB200", "GB200 NVL72"),
+                     "9,216 B200 in 1,152 DGX B200": ("B200", "DGX B200"),
+                     "9,216 H100 in 1,152 DGX H100": ("H100", "DGX H100")}
+SEED_MOE_BATCH = 4608  # sequences of 8,192 tokens: 37.7M tokens a step (the seed names none)
+
+
+@functools.cache
+def seed_moe_outcomes(tokens: float = 1e12, precision: str = "fp8") -> tuple:
+    """The fastest layout the search finds for the seed's 1.7T MoE on each machine of
+    :data:`SEED_MOE_MACHINES`, priced for ``tokens`` tokens (:func:`companion.cases.price`)."""
+    from .. import cases
+    return tuple(cases.price(cases.Scenario(label, SEED_MODEL, gpu, SEED_GPUS, tokens,
+                                            SEED_MOE_BATCH, precision, system))
+                 for label, (gpu, system) in SEED_MOE_MACHINES.items())
+
+
+def seed_moe_table(tokens: float = 1e12) -> pd.DataFrame:
+    """:func:`companion.cases.table` of :func:`seed_moe_outcomes`, with the layout's recompute
+    mode and the expert all-to-all's share of the step."""
+    from .. import cases
+    outs = seed_moe_outcomes(tokens)
+    return cases.table(outs).assign(
+        recompute=[o.layout.recompute for o in outs],
+        a2a_share_pct=[100 * o.breakdown["ep_exposed_s"] / o.step_time_s for o in outs])
+
+
 MOE_MODELS = ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
 
 
@@ -163,5 +190,7 @@ def system_of(gpu_name: str) -> str:
 
 __all__ = ["SEED_MODEL", "SEED_GPU", "SEED_GPUS", "SEED_LAYOUT", "DOMAINS", "EP_DEGREES",
            "domain_cluster", "seed_layout", "ep_share_frame", "EP_CONTROLS", "EP_CHART",
-           "copies_table", "sensitivity_frame", "grouped_gemm_frame", "MOE_MODELS", "validation_frame",
+           "copies_table", "sensitivity_frame", "grouped_gemm_frame", "SEED_MOE_MACHINES",
+           "SEED_MOE_BATCH", "seed_moe_outcomes", "seed_moe_table", "MOE_MODELS",
+           "validation_frame",
            "error_summary", "system_of"]
