@@ -339,8 +339,8 @@ def _moe_17t():
         Finding("communication only 9.4% of the step", shares, _near(9.4, low, 0.5)),
         Finding("about 2.3 s per step", f"{steps} at global batch 2,048 (the seed names none)",
                 _near(2.3, rows[24][2].step_time_s), "context"),
-        Finding("the layout runs", f"192 GB per GPU; {fits} without recomputation", True,
-                "context")]
+        Finding("the layout runs", f"{rows[24][2].capacity_bytes / 1e9:.0f} GB per GPU; {fits} "
+                "without recomputation", True, "context")]
 
 
 # power
