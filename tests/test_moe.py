@@ -267,3 +267,23 @@ def test_heldout_moe_rows():
         per_token = q["measured_tflops_per_gpu"] * 1e12 / q["measured_tokens_per_s_per_gpu"]
         assert per_token == pytest.approx(model_flops_per_token(preset(q["model"]), "bridge"),
                                           rel=1e-2), q["run_id"]
+
+
+@pytest.mark.parametrize("model, layout, kw", [
+    ("seed-1.7t-moe", SEED, {}),
+    ("deepseek-v3", Layout(tp=2, pp=8, dp=576, ep=64, etp=1, global_batch=576 * 8,
+                           sequence_parallel=True, distributed_optimizer=True),
+     dict(uneven_stages=True)),
+    ("gpt3-175b", Layout(tp=16, pp=8, dp=72, global_batch=72 * 8, sequence_parallel=True,
+                         distributed_optimizer=True), {}),
+])
+def test_no_collective_of_a_job_slows_down_in_a_bigger_domain(model, layout, kw):
+    # issue 12, Done when: same GPUs and links, domains of 4, 8, 36 and 72 GPUs; each domain
+    # size a multiple of the one it is compared with
+    from companion.explore import moe as mx
+    parts = ("tp_comm_s", "cp_comm_s", "ep_comm_s", "dp_comm_s", "pp_p2p_s")
+    t = {d: parallel.estimate(model, layout, "GB200", system=mx.domain_cluster(d), **kw)
+         for d in (4, 8, 36, 72)}
+    for small, big in ((4, 8), (8, 72), (4, 36), (36, 72)):
+        for p in parts:
+            assert getattr(t[big], p) <= getattr(t[small], p) * (1 + 1e-9), (small, big, p)
