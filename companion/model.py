@@ -41,6 +41,9 @@ class Transformer:
     (GPT-style LayerNorm with bias) or not (Llama-style RMSNorm); ``learned_positions`` adds a
     ``seq_len x hidden`` position table (GPT) instead of rotary embeddings.
     ``attention_head_dim`` sets the head width where it is not hidden / heads (Qwen3).
+    ``router_groups`` and ``router_group_topk``: group-limited routing (DeepSeek-V3's n_group
+    and topk_group): each token picks its experts inside ``router_group_topk`` of
+    ``router_groups`` equal groups of experts.
     """
 
     name: str
@@ -61,6 +64,8 @@ class Transformer:
     bias: bool = True
     learned_positions: bool = True
     attention_head_dim: int | None = None
+    router_groups: int = 1
+    router_group_topk: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str):
@@ -83,6 +88,14 @@ class Transformer:
         if self.top_k > self.experts:
             raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts} (a token "
                              f"cannot be routed to more experts than the layer has)")
+        _int("router_groups", self.router_groups)
+        if self.router_groups > 1:
+            checks.divides("router_groups", self.router_groups, "experts", self.experts)
+            top = checks.number("router_group_topk", self.router_group_topk, integer=True,
+                                minimum=1, maximum=self.router_groups)
+            if self.top_k > top * self.experts // self.router_groups:
+                raise ValueError(f"top_k={self.top_k} must be <= router_group_topk x experts / "
+                                 f"router_groups = {top * self.experts // self.router_groups}")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers={self.dense_layers} must be <= layers={self.layers}")
         if self.experts == 1 and (self.shared_experts or self.dense_layers):
@@ -358,12 +371,14 @@ for _m in (_llama("llama3-8b", 32, 4096, 32, 14336), _llama("llama3-70b", 80, 81
 _PRESETS["deepseek-v3"] = (Transformer(
     "deepseek-v3", 61, 7168, 128, 18432, 129280, 4096, ffn_type="swiglu", experts=256, top_k=8,
     shared_experts=1, expert_ffn_hidden=2048, dense_layers=3, tied_embeddings=False, bias=False,
-    learned_positions=False), (
+    learned_positions=False, router_groups=8, router_group_topk=4), (
     "DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437, Section 4.2 (61 layers, "
     "hidden 7168, 128 heads, first 3 layers dense, 1 shared + 256 routed experts of width 2048, "
-    "8 routed per token, 671B total / 37B active, 4K pretraining sequences); dense FFN 18432 "
-    "and vocab 129280 from the released config.json. Multi-head latent attention is priced as "
-    "MHA of the same width (128 heads x 56): 672B total, 38.7B active; MTP module not counted"))
+    "8 routed per token, 671B total / 37B active, 4K pretraining sequences); dense FFN 18432, "
+    "vocab 129280 and group-limited routing (n_group 8, topk_group 4: Section 2.1.2's "
+    "node-limited routing, at most 4 nodes per token) from the released config.json. "
+    "Multi-head latent attention is priced as MHA of the same width (128 heads x 56): 672B "
+    "total, 38.7B active; MTP module not counted"))
 _QWEN3 = ("Qwen Team 2025, Qwen3 Technical Report, arXiv:2505.09388, Table 2 (layers, heads "
           "Q/KV, 128 experts, 8 routed per token, no shared expert); hidden size, head_dim 128, "
           "moe_intermediate_size, vocab 151936 and untied embeddings from the released "

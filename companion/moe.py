@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import itertools
 import math
 from pathlib import Path
 
@@ -158,18 +159,55 @@ def hit_probability(experts_held, experts: int, top_k: int):
     return 1.0 - miss
 
 
+def _member_domains(size: int, stride: int, domain: int, world: int | None):
+    """Domain of each member of each group: a (groups, size) array over one period."""
+    block = size * stride
+    period = math.lcm(block, domain)
+    n = period if world is None else min(period, world)
+    r = np.arange(n)
+    out = np.empty(((r // block * stride + r % stride).max() + 1, size), dtype=np.int64)
+    out[r // block * stride + r % stride, (r // stride) % size] = r // domain
+    return out
+
+
+def _grouped_remote(size, stride, domain, experts, top_k, world, groups, group_topk):
+    """Worst member's expected remote domains hit when each token first picks ``group_topk``
+    of ``groups`` expert groups (uniformly) and then its ``top_k`` experts among theirs
+    (DeepSeek-V3's group-limited routing; Megatron's --moe-router-num-groups / group-topk).
+    Experts sit on ranks in order, ``experts / size`` each."""
+    per_rank, per_group = experts // size, experts // groups
+    owner = np.arange(experts) // per_rank  # member index holding each expert
+    subsets = np.array(list(itertools.combinations(range(groups), group_topk)))
+    pool = group_topk * per_group
+    worst = 0.0
+    for doms in _member_domains(size, stride, domain, world):
+        uniq = np.unique(doms)
+        # experts of each domain in each routing group: (domains, groups)
+        held = np.stack([np.bincount(np.arange(experts)[doms[owner] == d] // per_group,
+                                     minlength=groups) for d in uniq])
+        m = held[:, subsets].sum(axis=2)  # (domains, subsets)
+        miss = np.ones(m.shape)
+        for t in range(top_k):
+            miss *= np.clip((pool - m - t) / (pool - t), 0.0, 1.0)
+        hit = (1.0 - miss).mean(axis=1)
+        worst = max(worst, float(hit.sum() - hit.min()))
+    return worst
+
+
 @functools.lru_cache(maxsize=4096)
 def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
                      experts: int, top_k: int, world: int | None = None,
-                     max_domains: int | None = None):
+                     max_domains: int | None = None, groups: int = 1,
+                     group_topk: int | None = None):
     """(NVLink copies, network copies) of one token's hidden vector that the worst-placed
     rank of an expert-parallel group sends in one dispatch.
 
     ``alltoall``: one copy per routed expert: top_k x (peers in the domain) / size over
     NVLink, top_k x (peers outside) / size over the network. ``deepep``: one network copy per
     remote domain holding any of the token's experts (expected value; ``max_domains`` caps
-    the domains a token may reach, DeepSeek-V3's node-limited routing, M = 4), and one NVLink
-    copy per other destination rank (sent directly, or forwarded after crossing).
+    the domains a token may reach; ``groups`` and ``group_topk`` apply group-limited routing,
+    which with groups aligned to nodes is DeepSeek-V3's node-limited routing, M = 4), and one
+    NVLink copy per other destination rank (sent directly, or forwarded after crossing).
     """
     checks.choice("dispatcher", dispatcher, DISPATCHERS)
     if top_k > experts:
@@ -187,8 +225,12 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     if max_domains is not None:
         own = hit[c > 0]
         remote = np.minimum(remote, np.maximum(0.0, max_domains - own))
+    worst = float(remote.max())
+    if groups > 1 and group_topk is not None and group_topk < groups:
+        worst = min(worst, _grouped_remote(size, stride, domain_gpus, experts, top_k, world,
+                                           groups, group_topk))
     nvlink = (n - 1) * float(hit_probability(per_rank, experts, top_k))
-    return nvlink, float(remote.max())
+    return nvlink, worst
 
 
 def all_to_all_s(hidden_bytes, nvlink_copies, network_copies, nvlink_Bps, network_Bps,

@@ -227,7 +227,8 @@ def _all_to_all_s(tokens, n, stride, world, model, gpu, cl, cal, st, fp8, skew, 
     how = moe.dispatcher_for(st)
     for j, (e, s, w) in enumerate(zip(*(x[first].tolist() for x in (n, stride, world)))):
         nvl[inv == j], net[inv == j] = moe.copies_per_token(
-            how, e, s, cl.gpus_per_domain, model.experts, model.top_k, w)
+            how, e, s, cl.gpus_per_domain, model.experts, model.top_k, w,
+            groups=model.router_groups, group_topk=model.router_group_topk)
     up_Bps, out_Bps = moe.achieved_Bps(gpu, cl.scaleup_Bps, cl.scaleout_Bps,
                                        cal.scaleup_efficiency)
     kw = dict(nvlink_copies=nvl, network_copies=net, nvlink_Bps=up_Bps, network_Bps=out_Bps,

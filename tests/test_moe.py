@@ -288,3 +288,19 @@ def test_no_collective_of_a_job_slows_down_in_a_bigger_domain(model, layout, kw)
     for small, big in ((4, 8), (8, 72), (4, 36), (36, 72)):
         for p in parts:
             assert getattr(t[big], p) <= getattr(t[small], p) * (1 + 1e-9), (small, big, p)
+
+
+def test_group_limited_routing_caps_deepseek_v3_at_four_nodes():
+    # DeepSeek-V3 (config.json n_group 8, topk_group 4; report Section 2.1.2: each token goes
+    # to at most 4 nodes). EP64 over 8 nodes of 8 H800: each routing group of 32 experts is one
+    # node's, so a token reaches at most 4 nodes, its own among them with chance 4/8: at most
+    # 4 - 1/2 = 3.5 remote nodes on average, against 4.6 with free top-8 routing
+    m = preset("deepseek-v3")
+    assert (m.router_groups, m.router_group_topk) == (8, 4)
+    free = moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048)[1]
+    grouped = moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048, groups=8, group_topk=4)[1]
+    assert grouped <= 3.5 < free
+    with pytest.raises(ValueError, match="router_group_topk"):
+        preset("deepseek-v3", router_group_topk=9)
+    with pytest.raises(ValueError, match="top_k=8 must be <="):
+        preset("deepseek-v3", router_groups=64, router_group_topk=1)  # 4 experts per group
