@@ -181,22 +181,17 @@ def table(outcomes) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def heldout_ratios(moe: bool = False) -> pd.Series:
+def heldout_ratios() -> pd.Series:
     """Measured over predicted step time, one per held-out published run
-    (:func:`companion.parallel.validate`), indexed by run id: the dense runs, or with
-    ``moe=True`` the mixture-of-experts runs (chapter "Expert parallelism"), whose gap has
-    causes of its own."""
-    if not isinstance(moe, bool):
-        raise TypeError(f"moe must be True or False; got {moe!r}")
+    (:func:`companion.parallel.validate`), indexed by run id."""
     v = parallel.validate(held_out=True).set_index("run_id")
-    v = v[[preset(m).is_moe == moe for m in v["model"]]]
     return v["measured_step_time_s"] / v["predicted_step_time_s"]
 
 
-def heldout_shortfall(moe: bool = False) -> float:
+def heldout_shortfall() -> float:
     """The mean of :func:`heldout_ratios`: how much longer real 2024-25 runs took than the
     model says. Reported next to the model's figures, never folded into them."""
-    return float(heldout_ratios(moe).mean())
+    return float(heldout_ratios().mean())
 
 
 __all__ = ["Scenario", "Outcome", "NoLayoutFits", "price", "with_scaleout", "table",

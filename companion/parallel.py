@@ -172,7 +172,7 @@ def _narayanan_flops(model: Transformer, global_batch: int) -> float:
     return 96.0 * global_batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-def published_runs(held_out: bool = False) -> pd.DataFrame:
+def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataFrame:
     """``data/published_runs.csv`` with ``measured_step_time_s`` filled in where the source
     reports throughput and ``step_time_derived`` saying which rows were converted.
 
@@ -181,12 +181,19 @@ def published_runs(held_out: bool = False) -> pd.DataFrame:
     gives the later runs (H100, B200, GB200; FP8) that were never used to set anything.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
     converts with the source's own FLOP count (column ``flop_convention``; only the Narayanan
-    rows need it).
+    rows need it). ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs
+    (True, the chapter "Expert parallelism" validates them) or both (None); each family's
+    errors are reported on their own.
     """
     if not isinstance(held_out, bool):
         raise TypeError(f"held_out must be True or False; got {held_out!r}")
+    if moe is not None and not isinstance(moe, bool):
+        raise TypeError(f"moe must be True, False or None; got {moe!r}")
     runs = pd.read_csv(PUBLISHED_RUNS)
-    runs = runs[runs["held_out"].astype(bool) == held_out].reset_index(drop=True)
+    keep = runs["held_out"].astype(bool) == held_out
+    if moe is not None:
+        keep &= runs["model"].map(lambda m: preset(m).is_moe) == moe
+    runs = runs[keep].reset_index(drop=True)
     derived = runs["measured_step_time_s"].isna()
     for i in runs.index[derived]:
         r = runs.loc[i]
@@ -222,15 +229,16 @@ def run_layout(row) -> Layout:
                   else str(row["dispatch_precision"]))
 
 
-def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.DataFrame:
+def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
+             moe: bool | None = False) -> pd.DataFrame:
     """Predicted against measured step time for every published run: one row each, with the
     signed error in percent (positive: the model is slower than the run).
 
-    ``held_out`` selects the rows as in :func:`published_runs`; held-out rows also get the
+    ``held_out`` and ``moe`` select the rows as in :func:`published_runs`; held-out rows also get the
     GPU, precision, the source's FLOP convention and the predicted and reported model
     TFLOP/s per GPU in that convention.
     """
-    runs = published_runs(held_out)
+    runs = published_runs(held_out, moe)
     ests = [estimate(r["model"], run_layout(r), r["gpu"], system=_system(r),
                      software=r["software"], calibration=calibration,
                      uneven_stages=_needs_uneven(r),

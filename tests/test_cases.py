@@ -49,11 +49,8 @@ def test_with_scaleout_keeps_the_node_and_its_power():
 
 def test_heldout_shortfall_is_the_mean_measured_over_predicted():
     v = parallel.validate(held_out=True)
-    is_moe = v["model"].map(lambda m: parallel.preset(m).is_moe)
-    ratios = v["measured_step_time_s"] / v["predicted_step_time_s"]
-    ratio = ratios[~is_moe].mean()  # MoE runs (issue 12) have their own: heldout_shortfall(True)
+    ratio = (v["measured_step_time_s"] / v["predicted_step_time_s"]).mean()
     assert cases.heldout_shortfall() == pytest.approx(ratio) and ratio > 1
-    assert cases.heldout_shortfall(moe=True) == pytest.approx(ratios[is_moe].mean())
 
 
 @pytest.mark.parametrize("kw, exc, match", [

@@ -12,13 +12,8 @@ def heldout():
     return validate(held_out=True)
 
 
-def _dense(runs):
-    # MoE rows (issue 12) are checked in tests/test_moe.py
-    return runs[[not preset(m).is_moe for m in runs["model"]]].reset_index(drop=True)
-
-
 def test_heldout_rows_parse_and_stay_out_of_the_calibration_set():
-    held, base = _dense(published_runs(held_out=True)), published_runs()
+    held, base = published_runs(held_out=True), published_runs()
     assert len(held) == 15 and len(base) == 18
     assert not set(held["run_id"]) & set(base["run_id"])
     assert held["held_out"].all() and not base["held_out"].any()
@@ -57,7 +52,7 @@ def test_heldout_source_numbers():
 def test_reported_tflops_follow_the_named_flop_convention():
     # Each table's TFLOP/s divided by its tokens/s is its FLOPs per token: NeMo 24.07 counts
     # full attention ("megatron"), Megatron-Bridge 25.11 causal attention ("bridge").
-    for _, r in _dense(published_runs(held_out=True)).iterrows():
+    for _, r in published_runs(held_out=True).iterrows():
         conv = r["flop_convention"].split(":")[0]
         per_token = r["measured_tflops_per_gpu"] * 1e12 / r["measured_tokens_per_s_per_gpu"]
         assert per_token == pytest.approx(model_flops_per_token(preset(r["model"]), conv),

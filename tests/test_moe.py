@@ -246,8 +246,10 @@ def test_grouped_gemm_rows_read_deepgemm_s_table():
 
 
 def test_heldout_moe_rows():
-    runs = parallel.published_runs(held_out=True)
-    moe_rows = runs[[preset(m).is_moe for m in runs["model"]]]
+    moe_rows = parallel.published_runs(held_out=True, moe=True)
+    dense = parallel.published_runs(held_out=True)  # the default family: dense runs only
+    assert not any(preset(m).is_moe for m in dense["model"])
+    assert not set(moe_rows["run_id"]) & set(dense["run_id"])
     assert len(moe_rows) >= 30 and moe_rows["held_out"].all()
     assert (moe_rows["tp"] * moe_rows["pp"] * moe_rows["dp"] * moe_rows["cp"]
             == moe_rows["num_gpus"]).all()

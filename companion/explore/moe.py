@@ -162,13 +162,12 @@ MOE_MODELS = ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
 
 def validation_frame() -> pd.DataFrame:
     """Predicted against measured step time of every held-out published MoE run."""
-    v = parallel.validate(held_out=True)
-    runs = parallel.published_runs(held_out=True)  # same rows, same order
+    v = parallel.validate(held_out=True, moe=True)
+    runs = parallel.published_runs(held_out=True, moe=True)  # same rows, same order
     v["ep"] = runs["ep"]
     # the MLPerf submissions capture the whole iteration in one CUDA graph (config names end in
     # "_full_cg"): no host launches are left to expose
     v["full_graph"] = runs["notes"].str.contains("full-iteration CUDA graph", regex=False)
-    v = v[v["model"].isin(MOE_MODELS)].reset_index(drop=True)
     cols = ["run_id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "full_graph",
             "measured_step_time_s", "predicted_step_time_s", "error_pct"]
     return v[cols]
