@@ -12,20 +12,21 @@ times of Korthikanti et al. 2022, Table 5 (A100, Megatron-LM, 22B to 1T). Naraya
 2021, Table 1 (ten more A100 runs) is then predicted with the same values, unchanged: it is
 the check, not the fit. ``tests/test_parallel.py`` pins both.
 
-- ``gemm_in_training`` 0.89: fraction of the best GEMM throughput a microbenchmark finds
+- ``gemm_in_training`` 0.90: fraction of the best GEMM throughput a microbenchmark finds
   (:func:`gemm_peak_fraction`) that a training run's GEMMs sustain, before tile and wave
   quantization (modelled separately by :func:`companion.roofline.gemm_efficiency`). Range:
   0.85-1.0; a training step runs its GEMMs back to back with other kernels, between
   collectives that share SMs and HBM, and at the clock the whole step's power allows rather
-  than the one a GEMM loop settles at. The fit gives 0.89 (0.77 of the A100's peak).
+  than the one a GEMM loop settles at. The fit gives 0.90 (0.78 of the A100's peak);
+  :func:`companion.validation.fitted_gemm_in_training` refits it and a test pins the two.
 - ``attention_efficiency`` 0.60: fraction of peak of fused (Flash) attention, forward and
   backward together. Dao 2023, *FlashAttention-2* (arXiv:2307.08691), abstract: "reaching
   50-73% of the theoretical maximum FLOPs/s on A100"; the backward pass sits at the low end.
   Used only with a software stack that has fused attention (not in the 2021-2022 runs).
 - ``hbm_efficiency`` 0.80: fraction of the HBM datasheet bandwidth that memory-bound kernels
-  (norms, dropout, softmax, the optimizer) reach. A pure device-to-device copy reaches about
-  0.90 (4.3 of 4.8 TB/s measured on this project's H200); kernels that also reduce or
-  gather reach less.
+  (norms, dropout, softmax, the optimizer) reach. The memory clock itself allows only part of
+  the datasheet figure (a B200's driver reports a 7680-bit bus at 3996 MHz, 7.67 TB/s:
+  pytorch/ao PR 4002), and kernels that also reduce or gather reach less than a copy.
 - ``scaleup_efficiency`` 0.65: NCCL bus bandwidth over NVLink as a fraction of the
   per-direction line rate, for the 10-100 MB messages tensor parallelism moves. Ring
   all-reduce bus bandwidth ramps with message size and tops out below line rate (nccl-tests
@@ -34,6 +35,29 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
 - ``scaleout_efficiency`` 0.90: NCCL bus bandwidth over InfiniBand as a fraction of the NIC
   line rate (RDMA payload after headers; large messages).
 
+- ``overlap_slowdown`` 0.189: extra compute time per second of communication hidden behind
+  it. Lee et al. 2025, *Characterizing Compute-Communication Overlap in GPU-Accelerated
+  Distributed Deep Learning* (arXiv:2507.03114), abstract: overlapping "can result in an
+  average computational slowdown of 18.9%, with a maximum of 40.0%" (GPT and Llama on A100
+  and H100). The mechanisms behind it: the collective's kernels take SMs (Transformer
+  Engine's userbuffers give a pipelined TP overlap ``num_sm`` 16 of an H100's 132 by
+  default, transformer_engine/pytorch/module/base.py ``initialize_ub``; NCCL runs one
+  channel per SM) and the added power pulls the clock down (an H800 "from 1980MHz to
+  1575 MHz" when compute and communication overlap, deepseek-ai/DeepGEMM issue 120).
+  Not fitted.
+- ``kernel_gap_s`` 3.0 microseconds: idle time the GPU pays per kernel of an eager PyTorch
+  step, the CUDA driver's ``cuLaunchKernel`` cost (3.0 us on GB200, steady state:
+  meta-pytorch/tritonbench PR 1017) on the assumption that the host otherwise keeps ahead;
+  :data:`companion.steptime.KERNELS_PER_LAYER` counts the kernels. With CUDA graphs
+  (``Stack.cuda_graphs``) the gap is ``graph_gap_s``, 1 us, an assumption: graphs remove the
+  host's part ("eliding CPU overhead is the main benefit", PyTorch blog, *Accelerating
+  PyTorch with CUDA Graphs*, 2021). Megatron-Bridge runs without graphs unless a recipe
+  sets ``cuda_graph_impl``.
+- ``attention_efficiency`` is the fallback for GPUs without a published fused-attention
+  record; :func:`attention_fraction` reads ``kind == "attention"`` rows of
+  ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
+  and direction; Blackwell from FlashAttention-4's paper) and interpolates in sequence length.
+
 One table sits under the first constant: how close the best GEMM of a microbenchmark gets to
 the datasheet differs by GPU and by precision, and published measurements say by how much.
 :func:`gemm_peak_fraction` reads them from ``data/published_measurements.csv`` (Stas Bekman's
@@ -41,6 +65,15 @@ maximum achievable matmul FLOP/s, ``mamf-finder.py``): on an H100, BF16 reaches 
 peak and FP8 only 0.71, so FP8 GEMMs are priced 12% slower than the 2x of the datasheet
 implies. These are measurements of kernels, never of training runs, so they do not use up the
 held-out rows.
+
+A second table corrects the first for what a step sustains. MAMF is a burst: mamf-finder.py
+flushes L2 between timed matmuls and keeps the best shape, so the GPU is never held at its
+power limit by GEMMs back to back. Transformer Engine's GEMM profiling tutorial times a whole
+layer's twelve GEMMs back to back at a model's own shapes on a B300 (``kind ==
+"gemm_model_shapes"`` rows). :func:`sustained_fraction` prices those very shapes with the
+burst model and divides: what is left is the sustained rate (clock under the power limit,
+shapes a best-shape search avoids). The same records give FP4 its own rate: NVFP4 is priced
+from the measured NVFP4 kernels, not from FP8's.
 
 Everything else the model needs is a datasheet number (:mod:`companion.hardware`), a latency
 from NCCL's own tuning model (:mod:`companion.fabric`), or arithmetic.
@@ -51,24 +84,46 @@ import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from companion import checks, hardware
+from companion.roofline import gemm_time_arrays
+
+
+#: Mechanisms a :class:`Calibration` can switch off (``off=``), for the chapter's table of
+#: what each one does to the validation: the sustained GEMM rate, per-GPU fused attention,
+#: the overlap slowdown, kernel gaps, RoPE and cross-entropy bytes, ZeRO-2/3's per-microbatch
+#: reduce-scatter with the backward-only overlap window, FP32 gradient reduction.
+MECHANISMS = ("sustained", "attention", "overlap", "launch", "memory", "zero", "fp32_grads")
 
 
 @dataclass(frozen=True)
 class Calibration:
     """Achievable fractions of datasheet peaks (see the module docstring for sources)."""
 
-    gemm_in_training: float = 0.89
+    gemm_in_training: float = 0.90
     attention_efficiency: float = 0.60
     hbm_efficiency: float = 0.80
     scaleup_efficiency: float = 0.65
     scaleout_efficiency: float = 0.90
+    overlap_slowdown: float = 0.189
+    kernel_gap_s: float = 3.0e-6
+    graph_gap_s: float = 1.0e-6
+    off: frozenset = frozenset()
 
     def __post_init__(self):
+        if not isinstance(self.off, frozenset):
+            raise TypeError(f"off must be a frozenset of mechanism names; got {self.off!r}")
+        for name in self.off:
+            checks.choice("off", name, MECHANISMS)
         for f in fields(self):
-            checks.number(f.name, getattr(self, f.name), positive=True, maximum=1)
+            if f.name == "off":
+                continue
+            if f.name.endswith("_s"):
+                checks.number(f.name, getattr(self, f.name), nonnegative=True, maximum=1e-3)
+            else:
+                checks.number(f.name, getattr(self, f.name), positive=True, maximum=1)
 
 
 #: The defaults, used unless a caller passes its own :class:`Calibration`.
@@ -80,6 +135,11 @@ MEASUREMENTS_CSV = Path(__file__).resolve().parents[1] / "data" / "published_mea
 # path: FP16 and BF16 share peak and kernels on every GPU here; FP6/FP4 GEMMs are the FP8
 # kernels' siblings (an assumption, said so in gemm_fraction_table's basis column).
 _PRECISION_STAND_IN = {"fp16": "bf16", "fp6": "fp8", "fp4": "fp8"}
+
+
+def _spec(gpu) -> hardware.GPU:
+    # a spec is used as given: resolving it again reads the registry's tables (milliseconds)
+    return gpu if isinstance(gpu, hardware.GPU) else hardware.gpu(gpu)
 
 
 def _family(g: hardware.GPU) -> str:
@@ -137,23 +197,170 @@ def gemm_peak_fraction(gpu, precision: str) -> float:
     records at other precisions; else the mean over all records of that precision. FP16 uses
     BF16's record, FP6 and FP4 FP8's.
     :func:`gemm_fraction_table` shows which applies where."""
-    g = hardware.gpu(gpu)
+    g = _spec(gpu)
     return _lookup(g.key, g.name, _family(g), hardware.precision_name(precision))[0]
 
 
-def gemm_fraction_table(precisions=("bf16", "fp8", "fp4")) -> pd.DataFrame:
+def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
+                        calibration: Calibration | None = None) -> pd.DataFrame:
     """:func:`gemm_peak_fraction` for every GPU in the registry that has each precision, with
-    the basis of each value (measured, family mean or stand-in)."""
+    the basis of each value (measured, family mean or stand-in), and the rate a training step
+    sustains: ``sustained factor`` (:func:`sustained_fraction`), ``sustained fraction of
+    peak`` (the two multiplied) and ``sustained basis``."""
+    cal = DEFAULT if calibration is None else calibration
     rows = []
     for key in hardware.gpus()["key"]:
         g = hardware.gpu(key)
         for p in precisions:
             if p in g.precisions():
                 frac, basis = _lookup(g.key, g.name, _family(g), hardware.precision_name(p))
+                sus, sus_basis = _sustained(g.key, _family(g), hardware.precision_name(p), cal)
                 rows.append({"GPU": g.name, "precision": p, "fraction of peak": frac,
-                             "basis": basis})
+                             "basis": basis, "sustained factor": sus,
+                             "sustained fraction of peak": frac * sus,
+                             "sustained basis": sus_basis})
     return pd.DataFrame(rows)
 
 
+# -- fused attention -------------------------------------------------------------------------
+@functools.cache
+def _attention_records() -> pd.DataFrame:
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    df = df[df["kind"] == "attention"]
+    rows = []
+    for _, r in df.iterrows():
+        g = hardware.gpu(r["hardware"])
+        # ids end in -<direction>-<seq>: attn-cudnn-h100-sxm-fwd-8192
+        direction, seq = r["id"].rsplit("-", 2)[1:]
+        rows.append({"key": g.key, "family": _family(g), "direction": direction,
+                     "seq_len": int(seq), "fraction": float(r["value"]) / g.peak_flops("bf16"),
+                     "id": r["id"]})
+    return pd.DataFrame(rows)
+
+
+@functools.cache
+def _attention(key: str, fam: str, direction: str, seq_len: int, fallback: float):
+    rec = _attention_records()
+    rec = rec[rec["direction"] == direction]
+    for label, rows in (("measured", rec[rec["key"] == key]),
+                        (f"{fam} family", rec[rec["family"] == fam])):
+        if len(rows):
+            rows = rows.groupby("seq_len")["fraction"].mean().sort_index()
+            frac = float(np.interp(np.log(seq_len), np.log(rows.index.to_numpy(float)),
+                                   rows.to_numpy()))
+            return frac, f"{label}: {len(rows)} sequence lengths, interpolated"
+    return fallback, "no fused-attention record: attention_efficiency"
+
+
+def attention_fraction(gpu, direction: str, seq_len: int,
+                       calibration: Calibration | None = None) -> float:
+    """Fraction of the dense BF16 peak that fused causal attention (head dim 128) reaches on
+    ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len``: published records of this GPU or
+    its family, interpolated in log sequence length and held flat beyond the measured range;
+    ``calibration.attention_efficiency`` where none exists."""
+    g = _spec(gpu)
+    cal = DEFAULT if calibration is None else calibration
+    checks.choice("direction", direction, ("fwd", "bwd"))
+    checks.number("seq_len", seq_len, integer=True, minimum=1)
+    if "attention" in cal.off:
+        return cal.attention_efficiency
+    return _attention(g.key, _family(g), direction, int(seq_len), cal.attention_efficiency)[0]
+
+
+# -- the rate a step sustains -------------------------------------------------------------------
+def linear_times(g, cal, precision, shapes, n_rows, sustained=True):
+    """Forward and backward times of linear layers y[m,n] = x[m,k] w[k,n], each shape
+    (m, n, k, batch) an array over ``n_rows`` rows, priced in one numpy pass of
+    :func:`companion.roofline.gemm_time_arrays` (tile and wave quantization) at
+    ``gemm_in_training`` x :func:`gemm_peak_fraction` (x :func:`sustained_fraction` unless
+    ``sustained=False``) of the peak. The backward pass is two GEMMs of other shapes, dgrad
+    (m x k, reducing n) and wgrad (k x n, reducing m). Returns two (len(shapes), n_rows)
+    arrays."""
+    cols = [[], [], [], []]
+    for m, n, k, batch in shapes:
+        n, k = np.maximum(1, n), np.maximum(1, k)
+        for row in ((m, n, k, batch), (m, k, n, batch), (k, n, m, batch)):
+            for col, x in zip(cols, row):
+                col.append(np.broadcast_to(x, n_rows))
+    r = gemm_time_arrays(*(np.concatenate(c) for c in cols[:3]), g, dtype=precision,
+                         batch=np.concatenate(cols[3]))
+    spec = getattr(g, "gpu", g)
+    eff = cal.gemm_in_training * gemm_peak_fraction(spec, precision)
+    if sustained and "sustained" not in cal.off:
+        eff = eff * sustained_fraction(spec, precision, cal)
+    t = np.maximum(r.compute_s / eff, r.memory_s / cal.hbm_efficiency)
+    t = t.reshape(len(shapes), 3, n_rows)
+    return t[:, 0], t[:, 1] + t[:, 2]
+
+
+# Transformer Engine's GEMM profiling tutorial (the ``gemm_model_shapes`` records): hidden
+# 4096, MLP 16384, 15,872 tokens; QKV, attention output, MLP up, MLP down.
+TE_PROFILE_SHAPES = ((15872, 12288, 4096, 1), (15872, 4096, 4096, 1),
+                     (15872, 16384, 4096, 1), (15872, 4096, 16384, 1))
+
+
+@functools.cache
+def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[float, str]:
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    df = df[df["kind"] == "gemm_model_shapes"]
+    recs = [(hardware.gpu(r["hardware"]), r) for _, r in df.iterrows()
+            if r["id"].rsplit("-", 1)[1] == precision]
+    for label, pick in (("measured", [x for x in recs if x[0].key == key]),
+                        (f"{fam} family", [x for x in recs if _family(x[0]) == fam])):
+        if pick:
+            ratios = []
+            for g, r in pick:
+                f, b = linear_times(g, cal, precision, TE_PROFILE_SHAPES, 1, sustained=False)
+                burst_s = float(f.sum() + b.sum())
+                measured_s = 3 * sum(2.0 * m * n * k for m, n, k, _ in TE_PROFILE_SHAPES) / r[
+                    "value"]
+                ratios.append(burst_s / measured_s)
+            return float(np.mean(ratios)), (f"{label}: {', '.join(r['id'] for _, r in pick)} "
+                                            f"(back-to-back GEMMs at a model's shapes)")
+    return 1.0, (f"no back-to-back GEMM record for {fam} at {precision}: the burst (MAMF) "
+                 f"rate, an optimistic bound")
+
+
+def te_profile_elements() -> dict:
+    """Elements Transformer Engine quantizes in one layer of its GEMM profiling tutorial
+    (:data:`TE_PROFILE_SHAPES`): the forward GEMMs' inputs, the backward GEMMs' output
+    gradients, and the weights (the benchmark quantizes them on every call)."""
+    tokens = TE_PROFILE_SHAPES[0][0]
+    return {"activations": tokens * sum(k for _, _, k, _ in TE_PROFILE_SHAPES),
+            "gradients": tokens * sum(n for _, n, _, _ in TE_PROFILE_SHAPES),
+            "weights": sum(n * k for _, n, k, _ in TE_PROFILE_SHAPES)}
+
+
+@functools.cache
+def quantization_bytes(recipe: str, calibration: Calibration | None = None) -> float:
+    """HBM bytes per quantized element that Transformer Engine's quantization costs, at
+    ``hbm_efficiency`` of the datasheet bandwidth: the published time a layer's quantization
+    takes on a B300 (autocast minus pre-quantized GEMM time, ``kind == "quantization"``
+    records) x the bandwidth the model grants memory-bound kernels / the elements quantized
+    (:func:`te_profile_elements`). ``recipe``: ``fp8_delayed``, ``fp8_current``, ``fp8_mxfp8``, ``fp4_nvfp4``.
+    Counts every pass (amax, scale, cast, transposed copy, Hadamard), not a byte budget."""
+    cal = DEFAULT if calibration is None else calibration
+    checks.choice("recipe", recipe, QUANT_RECIPES)
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    r = df[df["id"] == f"te-quant-b300-{recipe}"].iloc[0]
+    hbm = hardware.gpu(r["hardware"]).hbm_Bps * cal.hbm_efficiency
+    return float(r["value"]) * hbm / sum(te_profile_elements().values())
+
+
+QUANT_RECIPES = ("fp8_delayed", "fp8_current", "fp8_mxfp8", "fp4_nvfp4")
+
+
+def sustained_fraction(gpu, precision: str, calibration: Calibration | None = None) -> float:
+    """What a training step's GEMMs sustain relative to the burst model (``gemm_in_training``
+    x :func:`gemm_peak_fraction`, with tile and wave quantization): the published
+    back-to-back GEMM time at a model's shapes over the burst model's time for the same
+    shapes, for this GPU or its architecture family; 1.0 (and the table says so) where no
+    such record exists. Below 1 where power and clocks, not the tensor cores, set the pace."""
+    g = _spec(gpu)
+    cal = DEFAULT if calibration is None else calibration
+    return _sustained(g.key, _family(g), hardware.precision_name(precision), cal)[0]
+
+
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",
-           "mamf_records"]
+           "mamf_records", "sustained_fraction", "attention_fraction", "MECHANISMS",
+           "quantization_bytes", "te_profile_elements", "QUANT_RECIPES", "linear_times", "TE_PROFILE_SHAPES"]

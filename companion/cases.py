@@ -5,9 +5,10 @@ precision and a global batch. :func:`price` asks :func:`companion.search.search`
 fastest layout Megatron can run, turns its step time into days for the token budget, and
 prices the run with :mod:`companion.power`: every GPU at its TDP (or a measured draw), each
 GPU's share of its node's or rack's nameplate power for CPUs, NICs and fans, and a PUE at the
-meter. Every figure therefore inherits the step-time model's validation: on the held-out
-2024-25 runs it is optimistic, and :func:`heldout_shortfall` says by how much on average, so a
-chapter can show the model's days next to days at that measured shortfall.
+meter. Every figure therefore inherits the step-time model's validation: each outcome carries
+the step-time band of :func:`companion.validation.band` (the cross-validated spread of
+published runs of the same GPU generation and precision), and the days, GPU-hours and energy
+scale with it (``days_low``, ``days_high``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from companion import checks, hardware, parallel, power
+from companion import checks, hardware, power
 from companion.machine import Cluster, cluster
 from companion.model import PRECISIONS, Layout, layout_text, preset
 from companion.search import layout_of, search
@@ -60,6 +61,19 @@ class Outcome:
     model_tflops_per_gpu: float
     breakdown: dict
     run: power.TrainingRun
+    step_time_low_s: float = float("nan")
+    step_time_high_s: float = float("nan")
+    band_basis: str = ""
+
+    @property
+    def days_low(self) -> float:
+        """Days at the low end of the step-time band."""
+        return self.days * self.step_time_low_s / self.step_time_s
+
+    @property
+    def days_high(self) -> float:
+        """Days at the high end of the step-time band."""
+        return self.days * self.step_time_high_s / self.step_time_s
 
     @property
     def steps(self) -> float:
@@ -99,7 +113,7 @@ def _fastest(model, gpu, num_gpus, global_batch, precision, system):
     if frame.empty:
         raise NoLayoutFits(f"no layout of {model} on {num_gpus} x {gpu} at a global batch of "
                            f"{global_batch} fits in memory ({precision})")
-    return frame.iloc[0].copy(), frame.attrs["cluster"]
+    return frame.iloc[0].copy(), frame.attrs["cluster"], frame.attrs["band_basis"]
 
 
 def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
@@ -117,8 +131,8 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario; got {type(scenario).__name__}")
     s = scenario
-    row, cluster_name = _fastest(s.model, s.gpu, s.num_gpus, s.global_batch, s.precision,
-                                 s.system)
+    row, cluster_name, basis = _fastest(s.model, s.gpu, s.num_gpus, s.global_batch,
+                                        s.precision, s.system)
     row = row.copy()  # the cache's copy stays as it was
     g = hardware.gpu(s.gpu)
     watts = g.tdp_w if gpu_w is None else checks.number("gpu_w", gpu_w, positive=True)
@@ -134,10 +148,12 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
         gpu_power_w=watts, host_w_per_gpu=host_w, pue=checks.number("pue", pue, minimum=1.0),
         price_per_kwh=checks.number("price_per_kwh", price_per_kwh, nonnegative=True),
         price_per_gpu_hour=0.0)
-    parts = {k: float(row[k]) for k in row.index if k.endswith("_s") and k != "step_time_s"}
+    parts = {k: float(row[k]) for k in row.index if k.endswith("_s") and not k.startswith(
+        "step_time")}
     return Outcome(s, layout_of(row, s.precision), cluster_name, float(row["step_time_s"]),
                    int(row["global_batch"]), float(row["mfu"]),
-                   float(row["model_tflops_per_gpu"]), parts, run)
+                   float(row["model_tflops_per_gpu"]), parts, run,
+                   float(row["step_time_low_s"]), float(row["step_time_high_s"]), basis)
 
 
 def _system_name(s: Scenario) -> str:
@@ -175,24 +191,12 @@ def table(outcomes) -> pd.DataFrame:
             "scenario": o.scenario.name, "gpu": hardware.gpu(o.scenario.gpu).name,
             "precision": o.scenario.precision, "gpus": o.scenario.num_gpus,
             "layout": layout_text(o.layout),
-            "step_s": o.step_time_s, "mfu": o.mfu, "tflops_per_gpu": o.model_tflops_per_gpu,
-            "days": o.days, "gpu_hours": o.gpu_hours, "gpu_mwh": o.gpu_kwh / 1e3,
+            "step_s": o.step_time_s, "step_low_s": o.step_time_low_s,
+            "step_high_s": o.step_time_high_s, "mfu": o.mfu,
+            "tflops_per_gpu": o.model_tflops_per_gpu, "days": o.days,
+            "days_low": o.days_low, "days_high": o.days_high, "gpu_hours": o.gpu_hours, "gpu_mwh": o.gpu_kwh / 1e3,
             "facility_mwh": o.facility_kwh / 1e3, "electricity_cost": o.electricity_cost})
     return pd.DataFrame(rows)
 
 
-def heldout_ratios() -> pd.Series:
-    """Measured over predicted step time, one per held-out published run
-    (:func:`companion.parallel.validate`), indexed by run id."""
-    v = parallel.validate(held_out=True).set_index("run_id")
-    return v["measured_step_time_s"] / v["predicted_step_time_s"]
-
-
-def heldout_shortfall() -> float:
-    """The mean of :func:`heldout_ratios`: how much longer real 2024-25 runs took than the
-    model says. Reported next to the model's figures, never folded into them."""
-    return float(heldout_ratios().mean())
-
-
-__all__ = ["Scenario", "Outcome", "NoLayoutFits", "price", "with_scaleout", "table",
-           "heldout_ratios", "heldout_shortfall"]
+__all__ = ["Scenario", "Outcome", "NoLayoutFits", "price", "with_scaleout", "table"]

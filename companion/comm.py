@@ -191,6 +191,60 @@ def collective_time_s(op: str, size_bytes, n, bandwidth_Bps: float, latency_s: f
     return _out(t, scalar and np.ndim(n) == 0)
 
 
+@dataclass(frozen=True)
+class PublishedEfficiency:
+    """A large-message bandwidth NCCL reaches with ``algorithm`` on ``link``, as a share of
+    the alpha-beta bound of that algorithm at the link's line rate (``efficiency``)."""
+    algorithm: str
+    link: str
+    efficiency: float
+    measured: str
+    source: str
+
+
+# Issue 212 quotes the line rate too ("450GB/s is the line rate"). On 8 GPUs NVLS's busbw
+# bound is the line rate times 2(n-1)/n over (n+1)/n = 14/9: 700 GB/s.
+_NVLS_BOUND_OVER_LINE_8 = (2 * 7 / 8) / (9 / 8)
+
+#: What the algorithms reach in practice: the gains of the switch reductions (NVLS, SHARP) over
+#: the ring are the ratios of these, not of the ideal traffic factors (NVLS on 8 H100: 480 / 370
+#: = 1.30x, not 1.56x). NVLS was measured on 8 GPUs; on 4 its measured busbw equals the ring's
+#: (NVIDIA/nccl issue 1455), which this single factor reproduces, and on 2 it underestimates.
+#: The NDR figure is per NIC whatever the algorithm (ring and tree use it alike).
+PUBLISHED_EFFICIENCY = {
+    ("ring", "nvlink"): PublishedEfficiency(
+        "ring", "nvlink", 370e9 / 450e9, "ring busbw 370 GB/s on 8 H100 (line rate 450 GB/s)",
+        "NCCL developer S. Jeaugey in NVIDIA/nccl-tests issue 212 ('NCCL can get an effective "
+        "NVLink bandwidth of 370GB/s'); 365-370 GB/s from 2 to 8 GPUs in NVIDIA/nccl issue "
+        "1455, https://github.com/NVIDIA/nccl-tests/issues/212"),
+    ("nvls", "nvlink"): PublishedEfficiency(
+        "nvls", "nvlink", 480e9 / 450e9 / _NVLS_BOUND_OVER_LINE_8,
+        "NVLS all-reduce busbw ~480 GB/s (algbw ~275) on 8 H100; the bound is 700 GB/s",
+        "NVIDIA/nccl-tests issue 212 (same comment) and NVIDIA/nccl issue 1455 (480 GB/s at 8 "
+        "GPUs), https://github.com/NVIDIA/nccl-tests/issues/212"),
+    ("ring", "ib"): PublishedEfficiency(
+        "ring", "ib", 47e9 / 50e9, "46-48 GB/s per 400 Gb/s NDR NIC (line rate 50 GB/s)",
+        "NVIDIA engineer in NVIDIA/nccl-tests issue 290 ('For NDR @ 400Gbps you should see "
+        "46-48GB/s per NIC'), https://github.com/NVIDIA/nccl-tests/issues/290"),
+    ("sharp", "ib"): PublishedEfficiency(
+        "sharp", "ib", 20e9 / 25e9,
+        "~20 GB/s per HDR NIC (line rate 25 GB/s) with CollNet/SHARP; a developer's rule of "
+        "thumb, not a benchmark",
+        "S. Jeaugey in NVIDIA/nccl issue 320 'What is CollNet?' ('My rule of thumb is ~20 GB/s "
+        "per NIC'), https://github.com/NVIDIA/nccl/issues/320"),
+}
+
+
+def published_efficiency(algorithm: str, link: str) -> float:
+    """The published efficiency of ``algorithm`` on ``link`` (``"nvlink"`` or ``"ib"``)."""
+    key = (checks.choice("algorithm", algorithm, ALL_ALGORITHMS),
+           checks.choice("link", link, ("nvlink", "ib")))
+    if key not in PUBLISHED_EFFICIENCY:
+        have = ", ".join(f"{a} on {ln}" for a, ln in PUBLISHED_EFFICIENCY)
+        raise ValueError(f"no published efficiency for {algorithm} on {link}; have: {have}")
+    return PUBLISHED_EFFICIENCY[key].efficiency
+
+
 def ring_steps(op: str, n: int) -> int:
     """Latency steps (multiples of ``latency_s``) of ``op``'s default algorithm on ``n`` ranks."""
     op = _op(op)

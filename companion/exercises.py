@@ -82,6 +82,13 @@ def _fmt(x) -> str:
     return f"{x:.4g}" if isinstance(x, numbers.Real) and not isinstance(x, bool) else repr(x)
 
 
+def _tolerance(ex: Exercise, unit: str) -> str:
+    """The accepted band in words: "within 2%", "within 2% or 0.5 ms", or "" for exact answers."""
+    parts = ([f"{ex.rel_tol:.0%}"] if ex.rel_tol else []) + (
+        [f"{_fmt(ex.abs_tol)}{unit}"] if ex.abs_tol else [])
+    return f"within {' or '.join(parts)}" if parts else ""
+
+
 def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
     """Is ``answer`` right? Numbers pass within the exercise's stated tolerance.
 
@@ -91,8 +98,7 @@ def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
     ex = get(exercise_id)
     expected = ex.answer()
     unit = f" {ex.unit}" if ex.unit else ""
-    tol = (f"within {ex.rel_tol:.0%}" if ex.rel_tol else "") + (
-        f"{' or ' if ex.rel_tol else 'within '}{_fmt(ex.abs_tol)}{unit}" if ex.abs_tol else "")
+    tol = _tolerance(ex, unit)
     shown = f" Expected {_fmt(expected)}{unit}." if reveal else ""
     if isinstance(expected, numbers.Real) and not isinstance(expected, bool):
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
@@ -102,14 +108,14 @@ def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
             raise ValueError(f"answer must be finite; got {answer!r}")
         ok = math.isclose(float(answer), float(expected), rel_tol=ex.rel_tol, abs_tol=ex.abs_tol)
         if ok:
-            return Verdict(ex.id, True, f"Right: {_fmt(answer)}{unit} is {tol} of the answer. {ex.why}")
+            return Verdict(ex.id, True, f"Right: {_fmt(answer)}{unit} is {tol + ' of ' if tol else ''}the answer. {ex.why}")
         if expected != 0 and answer != 0 and (answer > 0) == (expected > 0):
             ratio = float(answer) / float(expected)
             how = f"too {'high' if ratio > 1 else 'low'} by a factor of {max(ratio, 1 / ratio):.3g}"
         else:
             how = "off (check the sign and the units)"
         return Verdict(ex.id, False, f"Not yet: {_fmt(answer)}{unit} is {how}; the check "
-                       f"accepts answers {tol}.{shown} Hint: {ex.why}")
+                       f"accepts {'answers ' + tol if tol else 'only the exact answer'}.{shown} Hint: {ex.why}")
     ok = (str(answer).strip().lower() == str(expected).strip().lower()
           if isinstance(expected, str) else answer == expected)
     if ok:

@@ -17,6 +17,8 @@ Two effects the averages hide:
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,11 +27,16 @@ from companion import checks
 from companion.comm import _out, _ranks, _sizes, collective_time_s
 from companion.moe import group_span
 
-# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, Ring with
-# the LL128 protocol, 2020 version of https://github.com/NVIDIA/nccl): 1.9 us per NVLink
-# step, 4.0 us per network step. Defaults only; pass measured values when you have them.
+# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, LL128
+# protocol, 2020 version of https://github.com/NVIDIA/nccl): a ring step costs 1.9 us over
+# NVLink and 4.0 us over the network, a tree level 1.2 us and 8.5 us. NCCL adds a fixed
+# per-call baseLat on top, which these models leave out. Defaults only; pass measured
+# values when you have them.
 NCCL_NVLINK_STEP_S = 1.9e-6
 NCCL_NET_STEP_S = 4.0e-6
+NCCL_TREE_NVLINK_STEP_S = 1.2e-6
+NCCL_TREE_NET_STEP_S = 8.5e-6
+FLAT_ALGORITHMS = ("ring", "tree")
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,21 @@ def _domains(n_domains) -> int:
     return checks.number("n_domains", n_domains, integer=True, minimum=1)
 
 
+def rails(fabric: Fabric) -> int:
+    """Rails of a rail-optimized fabric: one per NIC of a domain (8 on a DGX node).
+
+    NIC *i* of every domain plugs into rail *i*'s leaves, so a job's traffic is spread over
+    all of them and each rail has its own leaf switches.
+    """
+    return max(1, round(fabric.gpus_per_domain * fabric.nics_per_gpu))
+
+
+def job_leaves(fabric: Fabric, n_domains: int) -> int:
+    """Leaf switches a rail-optimized job of ``n_domains`` domains touches: on every rail,
+    one leaf per ``domains_per_leaf`` domains (250 DGX nodes: 8 rails x 8 leaves = 64)."""
+    return rails(fabric) * -(-_domains(n_domains) // fabric.domains_per_leaf)
+
+
 def slow_leaf_probability(slow_leaf_fraction: float, leaves: int) -> float:
     """Chance that a job placed at random on ``leaves`` leaves touches at least one slow one."""
     f = checks.number("slow_leaf_fraction", slow_leaf_fraction, minimum=0, maximum=1)
@@ -155,24 +177,74 @@ def hierarchical_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int,
     return CommBreakdown(_out(intra, scalar), _out(inter, scalar), _out(intra + inter, scalar))
 
 
-def flat_ring_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int):
-    """One ring through all ``g * n_domains`` GPUs, as NCCL's ring algorithm runs it.
+def flat_Bps(fabric: Fabric, d: int) -> float:
+    """Per-GPU bandwidth of one flat ring or tree over ``d`` domains of ``fabric``."""
+    # One ring (or tree) enters and leaves a domain once per channel, so the domain's g GPUs
+    # share their g * nics_per_gpu NICs across channels; NVLink caps it inside the domain.
+    return fabric.scaleup_Bps if d == 1 else min(fabric.scaleup_Bps,
+                                                 fabric.gpus_per_domain * scaleout_ring_Bps(fabric))
 
-    Each ring enters and leaves a domain once, so a domain's ``g`` GPUs share their
-    ``g * nics_per_gpu`` NICs across channels: the per-rank bandwidth is the smaller of the
-    NVLink bandwidth and the domain's total NIC bandwidth. Latency: ``2(D-1)`` network steps
-    and ``2(N-1) - 2(D-1)`` NVLink steps (NCCL src/graph/tuning.cc).
+
+def all_reduce_latency_s(fabric: Fabric, n_domains: int, algorithm: str = "ring") -> float:
+    """Latency terms of one flat all-reduce over ``g * n_domains`` GPUs, as NCCL prices them.
+
+    Ring: ``2(N-1)`` steps of which the ``2(D-1)`` that cross domains cost ``net_latency_s``
+    and the rest ``scaleup_latency_s``. Tree: ``2((g-1) t_nvl + floor(log2 D) t_net)``, a chain
+    inside each domain and a binary tree across them, at NCCL's tree latencies (ncclTopoTuneModel
+    in src/graph/tuning.cc). NCCL's fixed per-call ``baseLat`` is left out. This is the 2020
+    revision the constants come from; later revisions count ``2 D`` network steps instead of
+    ``2(D-1)`` and add a per-step network overhead, a difference of two steps.
     """
-    s, scalar = _sizes("size_bytes", size_bytes)
+    checks.choice("algorithm", algorithm, FLAT_ALGORITHMS)
     d = _domains(n_domains)
     g = fabric.gpus_per_domain
     n = g * d
     if n == 1:
+        return 0.0
+    if algorithm == "ring":
+        return (2 * (n - 1) - 2 * (d - 1)) * fabric.scaleup_latency_s \
+            + 2 * (d - 1) * fabric.net_latency_s
+    return 2 * ((g - 1) * NCCL_TREE_NVLINK_STEP_S + math.floor(math.log2(d)) * NCCL_TREE_NET_STEP_S)
+
+
+def flat_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int, algorithm: str = "ring"):
+    """One NCCL all-reduce through all ``g * n_domains`` GPUs: ring or tree (not hierarchical).
+
+    Latency from :func:`all_reduce_latency_s`. Bandwidth: the smaller of the NVLink bandwidth
+    and the domain's total NIC bandwidth, because NCCL spreads its channels over all the rails
+    (a 16-GPU ring over two DGX B200 nodes runs at 8 x 50 GB/s = 400 GB/s per GPU, not at one
+    NIC's 50). Traffic ``2(N-1)/N S`` for the ring, ``2 S`` for the tree (NCCL's tree bus
+    bandwidth is half its algorithm bandwidth).
+    """
+    checks.choice("algorithm", algorithm, FLAT_ALGORITHMS)
+    s, scalar = _sizes("size_bytes", size_bytes)
+    d = _domains(n_domains)
+    n = fabric.gpus_per_domain * d
+    if n == 1:
         return _out(np.zeros_like(s), scalar)
-    bw = fabric.scaleup_Bps if d == 1 else min(fabric.scaleup_Bps, g * scaleout_ring_Bps(fabric))
-    latency = (2 * (n - 1) - 2 * (d - 1)) * fabric.scaleup_latency_s \
-        + 2 * (d - 1) * fabric.net_latency_s
-    return _out(latency + 2 * (n - 1) / n * s / bw, scalar)
+    traffic = 2 * (n - 1) / n if algorithm == "ring" else 2.0
+    return _out(all_reduce_latency_s(fabric, d, algorithm) + traffic * s / flat_Bps(fabric, d),
+                scalar)
+
+
+def flat_ring_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int):
+    """One ring through all ``g * n_domains`` GPUs, as NCCL's ring algorithm runs it
+    (:func:`flat_all_reduce_time_s` with ``algorithm="ring"``)."""
+    return flat_all_reduce_time_s(size_bytes, fabric, n_domains, "ring")
+
+
+def cross_domain_ring_slowdown(fabric: Fabric, size_bytes: float, gpus: int) -> float:
+    """How many times longer a ring all-reduce of ``size_bytes`` over ``gpus`` GPUs takes when
+    it spans ``gpus / g`` domains of ``fabric`` than inside one domain that holds them all.
+
+    The bandwidth part is ``scaleup_Bps / (g x NIC bandwidth per GPU)`` (2.25 for DGX B200:
+    900 / 400 GB/s), and the ``2(D-1)`` network steps add latency on top.
+    """
+    n = checks.number("gpus", gpus, integer=True, minimum=2)
+    checks.divides("gpus_per_domain", fabric.gpus_per_domain, "gpus", n)
+    inside = dataclasses.replace(fabric, gpus_per_domain=n)
+    return (flat_all_reduce_time_s(size_bytes, fabric, n // fabric.gpus_per_domain)
+            / flat_all_reduce_time_s(size_bytes, inside, 1))
 
 
 def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric,
@@ -223,14 +295,25 @@ def _max_exponential(rng, m: np.ndarray) -> np.ndarray:
     return np.where(m > 0, x, 0.0)
 
 
-def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *, jitter: float = 0.02,
+#: Per-step compute noise of every GPU, as a fraction of its compute time (the scale of an
+#: Exp(1) draw). An ASSUMPTION, not a calibration: no published per-GPU step-time
+#: distribution was found to fit it to. It is not small at scale: the slowest of n
+#: exponentials averages H_n ~ ln n + 0.58, so 2% alone lengthens the median step of 2,048
+#: GPUs by about 16% (the interconnect chapter computes it). Pass jitter=0 to see stragglers
+#: and congestion alone.
+ASSUMED_JITTER = 0.02
+
+
+def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *,
+                 jitter: float = ASSUMED_JITTER,
                  straggler_prob: float = 1e-4, straggler_slowdown: float = 1.0,
                  congested_link_prob: float = 0.0, congestion_slowdown: float = 1.0,
                  steps: int = 1000, seed: int = 0) -> TailLatency:
     """Seeded Monte Carlo of a synchronous data-parallel job.
 
     Each step every participant computes for ``compute_s * (1 + jitter * E)`` with E drawn
-    from Exp(1) (OS noise, clocks), and with probability ``straggler_prob`` it is a straggler
+    from Exp(1) (OS noise, clocks; the default scale :data:`ASSUMED_JITTER` is an assumption),
+    and with probability ``straggler_prob`` it is a straggler
     that needs ``straggler_slowdown`` times ``compute_s`` more. The collective waits for the
     slowest participant, then takes ``comm_s``, stretched by ``1 + congestion_slowdown`` when
     any of the ring's ``n`` links is congested (each with ``congested_link_prob``).
@@ -270,16 +353,15 @@ class BucketPlan:
     exposed_s: np.ndarray
 
 
-def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
-                    bandwidth_Bps: float, latency_s: float,
-                    algorithm: str = "ring") -> BucketPlan:
+def bucket_plan(grad_bytes: float, bucket_bytes, backward_s: float, all_reduce_s) -> BucketPlan:
     """Exposed communication after the backward pass as a function of bucket size.
 
     Gradients appear at a steady rate during ``backward_s``; ``N = ceil(G / b)`` equal
     buckets become ready at ``i * backward_s / N`` and are all-reduced one after another on
-    one stream, each taking ``c`` (:func:`companion.comm.collective_time_s`). The last one
-    ends at ``max(backward_s + c, backward_s / N + N c)``: small buckets pay the latency
-    ``N`` times, large ones leave a big last bucket exposed after the backward pass.
+    one stream, each taking ``c = all_reduce_s(G / N)`` (a function of the bucket's bytes,
+    for example :func:`flat_all_reduce_time_s` on a fabric). The last one ends at
+    ``max(backward_s + c, backward_s / N + N c)``: small buckets pay the latency ``N``
+    times, large ones leave a big last bucket exposed after the backward pass.
     """
     g = checks.number("grad_bytes", grad_bytes, positive=True)
     b, _ = _sizes("bucket_bytes", bucket_bytes)
@@ -288,11 +370,21 @@ def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
         raise ValueError("bucket_bytes must be > 0")
     bwd = checks.number("backward_s", backward_s, nonnegative=True)
     nb = np.ceil(g / b)
-    c = np.asarray(collective_time_s("all_reduce", g / nb, n, bandwidth_Bps, latency_s,
-                                     algorithm=algorithm))
+    c = np.asarray(all_reduce_s(g / nb), dtype=np.float64)
     end = np.maximum(bwd + c, bwd / nb + nb * c)
     return BucketPlan(bucket_bytes=b, n_buckets=nb.astype(np.int64), per_bucket_s=c,
                       comm_total_s=nb * c, exposed_s=end - bwd)
+
+
+def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
+                    bandwidth_Bps: float, latency_s: float,
+                    algorithm: str = "ring") -> BucketPlan:
+    """:func:`bucket_plan` with each bucket a flat alpha-beta all-reduce over ``n`` ranks of
+    one link (:func:`companion.comm.collective_time_s`: every step costs ``latency_s``)."""
+    for p, v in (("bandwidth_Bps", bandwidth_Bps), ("latency_s", latency_s)):
+        checks.number(p, v, nonnegative=True)
+    return bucket_plan(grad_bytes, bucket_bytes, backward_s, lambda size: collective_time_s(
+        "all_reduce", size, n, bandwidth_Bps, latency_s, algorithm=algorithm))
 
 
 def p99_slowdown(result: TailLatency) -> np.ndarray:
@@ -304,5 +396,7 @@ __all__ = [
     "Fabric", "CommBreakdown", "TailLatency", "BucketPlan", "slow_leaf_probability",
     "cross_leaf_fraction", "scaleout_ring_Bps", "scaleout_all_to_all_Bps",
     "hierarchical_all_reduce_time_s", "flat_ring_all_reduce_time_s", "moe_all_to_all_time_s",
-    "tail_latency", "bucket_tradeoff", "p99_slowdown", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S",
+    "tail_latency", "bucket_plan", "bucket_tradeoff", "p99_slowdown", "rails", "job_leaves",
+    "all_reduce_latency_s", "flat_all_reduce_time_s", "flat_Bps", "cross_domain_ring_slowdown",
+    "ASSUMED_JITTER", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S", "NCCL_TREE_NVLINK_STEP_S", "NCCL_TREE_NET_STEP_S",
 ]

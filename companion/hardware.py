@@ -8,8 +8,14 @@ disagree and which value the row takes). Conventions, fixed by the column names:
   ``peak_flops(p)`` is dense and ``peak_flops(p, sparse=True)`` is the vendor's sparse figure.
 - Bandwidths are bytes/s per direction (``_per_direction_Bps``); the vendor's bidirectional
   string is kept alongside (``scaleup_printed``, ``printed``).
-- ``hbm_bytes`` reads the vendor's "GB" as GiB (80 GB = 80 * 2**30 bytes), the way HBM is
-  built and the way drivers report it; ``hbm_printed`` keeps the vendor's text.
+- Bytes: "GB" is 10**9 bytes and "GiB" 2**30 everywhere in the companion. A vendor's memory
+  "80 GB" is read as 80 GiB (HBM is built from binary-sized dies) into ``hbm_bytes``;
+  ``hbm_printed`` keeps the vendor's text. What the driver lets a process see is less:
+  ``hbm_visible_bytes`` (nvidia-smi's memory.total, 81,559 MiB on an H100 "80 GB"), and memory
+  fit is checked against :attr:`GPU.usable_hbm_bytes` (the visible figure where published).
+- ``data/hardware/gpu_details.csv`` adds per GPU: the driver-visible capacity, the last-level
+  cache (NVIDIA's L2, AMD's Infinity Cache) and ``unverified``, the fields whose value comes
+  only from secondary copies (B300's 1,100 W and 160 SMs): :meth:`GPU.is_verified` says so.
 
 Names are forgiving: case, spaces, dashes, underscores and brackets are ignored and each row
 has aliases, so ``gpu("H100")``, ``gpu("h100-sxm")`` and ``gpu("H100 SXM5")`` are one product.
@@ -67,6 +73,11 @@ def _int_or_none(x):
     return None if x is None else int(x)
 
 
+def _float_or_none(x):
+    x = _value(x)
+    return None if x is None else float(x)
+
+
 @functools.cache
 def _table(kind):
     path = DATA_DIR / f"{kind}.csv"
@@ -74,6 +85,16 @@ def _table(kind):
     if frame["key"].duplicated().any():
         raise ValueError(f"{path}: duplicate keys {sorted(frame['key'][frame['key'].duplicated()])}")
     return frame
+
+
+@functools.cache
+def _details():
+    """``gpu_details.csv`` by GPU key (driver-visible HBM, last-level cache, unverified fields)."""
+    frame = pd.read_csv(DATA_DIR / "gpu_details.csv", dtype={"key": str})
+    unknown = set(frame["key"]) - set(_table("gpus")["key"])
+    if unknown or frame["key"].duplicated().any():
+        raise ValueError(f"gpu_details.csv: keys {sorted(unknown)} not in gpus.csv, or duplicated")
+    return {row["key"]: row for _, row in frame.iterrows()}
 
 
 @functools.cache
@@ -123,6 +144,9 @@ class GPU:
 
     FLOP/s come from ``peak_flops``; bandwidths are bytes/s; ``scaleup_Bps`` is the GPU's
     scale-up (NVLink / Infinity Fabric) bandwidth per direction, None where unverified.
+    ``hbm_Bps`` and ``tdp_w`` are None where no document gives them (H200 NVL's tensor peaks,
+    GH200's module power); methods that need them raise. The fields after ``sparse`` come from
+    ``gpu_details.csv`` and default to unknown, so a spec built by hand needs none of them.
     """
 
     key: str
@@ -135,8 +159,8 @@ class GPU:
     hbm_bytes: float
     hbm_printed: str
     hbm_type: str
-    hbm_Bps: float
-    tdp_w: float
+    hbm_Bps: float | None
+    tdp_w: float | None
     scaleup_link: str
     scaleup_Bps: float | None
     scaleup_printed: str | None
@@ -147,6 +171,33 @@ class GPU:
     notes: str
     dense: tuple[tuple[str, float], ...]
     sparse: tuple[tuple[str, float], ...]
+    hbm_visible_bytes: float | None = None  # nvidia-smi memory.total, where published
+    llc_name: str | None = None  # last-level cache: "L2" (NVIDIA), "Infinity Cache (MALL)" (AMD)
+    llc_bytes: float | None = None
+    llc_Bps: float | None = None  # vendor peak, where published (NVIDIA publishes none)
+    unverified: tuple[str, ...] = ()  # fields taken from secondary copies only
+    details_source: str = ""
+
+    @property
+    def usable_hbm_bytes(self):
+        """Capacity to fit a step against: the driver-visible total where published (81,559 MiB
+        on an H100 "80 GB"), else ``hbm_bytes``. Allocator and CUDA context take more."""
+        return self.hbm_visible_bytes if self.hbm_visible_bytes is not None else self.hbm_bytes
+
+    def is_verified(self, field):
+        """False when ``field`` (a GPU attribute such as ``"tdp_w"``) was found only in
+        secondary copies, not in a vendor document (``gpu_details.csv``, column unverified)."""
+        if field not in self.__dataclass_fields__:
+            raise ValueError(f"GPU has no field {field!r}; fields: {', '.join(self.__dataclass_fields__)}")
+        return field not in self.unverified
+
+    def need(self, field):
+        """The value of ``field``, or a ValueError saying that no document gives it."""
+        value = getattr(self, field)
+        if value is None:
+            raise ValueError(f"{self.name} has no published {field} in the registry "
+                             "(data/hardware/README.md: blank means not found, never zero)")
+        return value
 
     def precisions(self):
         """Precisions with a published dense peak on this GPU, in ladder order."""
@@ -167,7 +218,8 @@ class GPU:
             raise TypeError(f"sparse must be True or False; got {sparse!r}")
         dense = dict(self.dense)
         if p not in dense:
-            raise ValueError(f"{self.name} has no {p} peak; it has: {', '.join(self.precisions())}")
+            have = ", ".join(self.precisions()) or "none (no document with its tensor peaks was found)"
+            raise ValueError(f"{self.name} has no {p} peak; it has: {have}")
         if not sparse:
             return dense[p]
         table = dict(self.sparse)
@@ -183,11 +235,11 @@ class GPU:
 
     def ridge_point(self, precision, sparse=False):
         """FLOP per byte of HBM traffic where a kernel turns from memory- to compute-bound."""
-        return self.peak_flops(precision, sparse) / self.hbm_Bps
+        return self.peak_flops(precision, sparse) / self.need("hbm_Bps")
 
     def flops_per_watt(self, precision, sparse=False):
         """Peak FLOP/s per watt of TDP (FLOP per joule at the power limit)."""
-        return self.peak_flops(precision, sparse) / self.tdp_w
+        return self.peak_flops(precision, sparse) / self.need("tdp_w")
 
     @property
     def scaleup_bidirectional_Bps(self):
@@ -202,18 +254,25 @@ def _gpu_from_row(row):
                    if _sparse_column(p) in row.index and _value(row[_sparse_column(p)]) is not None)
     clock = _value(row["boost_clock_hz"])
     scaleup = _value(row["scaleup_per_direction_Bps"])
+    d = _details().get(row["key"])
+    extra = {} if d is None else dict(
+        hbm_visible_bytes=_float_or_none(d["hbm_visible_bytes"]), llc_name=_value(d["llc_name"]),
+        llc_bytes=_float_or_none(d["llc_bytes"]), llc_Bps=_float_or_none(d["llc_Bps"]),
+        unverified=tuple(u for u in str(_value(d["unverified"]) or "").split(";") if u),
+        details_source=d["source"])
     return GPU(
         key=row["key"], name=row["name"], vendor=row["vendor"], arch=row["arch"],
         form_factor=row["form_factor"], year=int(row["year"]),
         compute_capability=str(row["compute_capability"]),
         hbm_bytes=float(row["hbm_bytes"]), hbm_printed=row["hbm_printed"],
-        hbm_type=row["hbm_type"], hbm_Bps=float(row["hbm_Bps"]), tdp_w=float(row["tdp_w"]),
+        hbm_type=row["hbm_type"], hbm_Bps=_float_or_none(row["hbm_Bps"]),
+        tdp_w=_float_or_none(row["tdp_w"]),
         scaleup_link=row["scaleup_link"],
         scaleup_Bps=None if scaleup is None else float(scaleup),
         scaleup_printed=_value(row["scaleup_printed"]),
         sm_count=_int_or_none(row["sm_count"]), sm_kind=row["sm_kind"],
         boost_clock_hz=None if clock is None else float(clock),
-        source=row["source"], notes=row["notes"], dense=dense, sparse=sparse)
+        source=row["source"], notes=row["notes"], dense=dense, sparse=sparse, **extra)
 
 
 @functools.cache
@@ -235,6 +294,11 @@ def gpu(name):
 def gpus():
     """The GPU table as a DataFrame, one row per product, SI units (see the column names)."""
     return _table("gpus").copy()
+
+
+def gpu_details():
+    """``gpu_details.csv`` as a DataFrame: driver-visible HBM, last-level cache, unverified."""
+    return pd.DataFrame(list(_details().values())).reset_index(drop=True)
 
 
 @dataclass(frozen=True)

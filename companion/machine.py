@@ -5,6 +5,7 @@ price layouts on them.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from companion import checks, hardware
@@ -72,9 +73,11 @@ class Stack:
     causal: bool = True
     grad_reduce_bytes: int = 2
     fp8_scaling: str = "delayed"
+    fused_cross_entropy: bool = True
+    cuda_graphs: bool = False
 
     def __post_init__(self):
-        checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current"))
+        checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current", "mxfp8"))
 
 
 #: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.
@@ -85,14 +88,23 @@ class Stack:
 #: with GEMMs (``--tp-comm-overlap``), gradient reduce-scatter overlapped with the backward
 #: pass (``--overlap-grad-reduce``), overlapped pipeline sends (``--overlap-p2p-comm``), FP8
 #: with Transformer Engine's default delayed scaling. ``megatron-bridge``: the same with FP8
-#: current scaling, the recipe Megatron-Bridge 25.11's performance table reports ("FP8-CS").
+#: current scaling, the recipe Megatron-Bridge 25.11's performance table reports ("FP8-CS");
+#: ``megatron-bridge-mxfp8`` with MXFP8 (32-element block scaling, "FP8-MX"). Megatron-Core
+#: and -Bridge reduce gradients in FP32 (``grad_reduce_bytes`` 4): Megatron-LM's
+#: megatron/training/arguments.py sets ``accumulate_allreduce_grads_in_fp32`` for BF16
+#: parameters unless ``--grad-reduce-in-bf16`` is given. The 2021-22 runs were FP16, 2 bytes.
 STACKS = {
     "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
-                           overlap_grad_reduce=False, overlap_p2p=False),
+                           overlap_grad_reduce=False, overlap_p2p=False,
+                           fused_cross_entropy=False),
     "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
-                           overlap_grad_reduce=True, overlap_p2p=True),
+                           overlap_grad_reduce=True, overlap_p2p=True, grad_reduce_bytes=4),
     "megatron-bridge": Stack("megatron-bridge", flash_attention=True, overlap_tp=True,
-                             overlap_grad_reduce=True, overlap_p2p=True, fp8_scaling="current"),
+                             overlap_grad_reduce=True, overlap_p2p=True, fp8_scaling="current",
+                             grad_reduce_bytes=4),
+    "megatron-bridge-mxfp8": Stack("megatron-bridge-mxfp8", flash_attention=True,
+                                   overlap_tp=True, overlap_grad_reduce=True, overlap_p2p=True,
+                                   fp8_scaling="mxfp8", grad_reduce_bytes=4),
 }
 
 
@@ -101,4 +113,58 @@ def stack(name: str | Stack) -> Stack:
     return name if isinstance(name, Stack) else STACKS[checks.choice("stack", name, STACKS)]
 
 
-__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack"]
+@dataclass(frozen=True)
+class DomainFill:
+    """Whether a GPU count fills whole scale-up domains (NVLink nodes or racks) of a cluster."""
+
+    num_gpus: int
+    gpus_per_domain: int
+    domains: int
+    idle_gpus: int
+
+    @property
+    def whole(self) -> bool:
+        return self.idle_gpus == 0
+
+    @property
+    def message(self) -> str:
+        if self.whole:
+            return (f"{self.num_gpus} GPUs fill {self.domains} whole scale-up domain(s) of "
+                    f"{self.gpus_per_domain}")
+        return (f"{self.num_gpus} GPUs do not fill whole scale-up domains of "
+                f"{self.gpus_per_domain}: the last of {self.domains} holds "
+                f"{self.gpus_per_domain - self.idle_gpus} and leaves {self.idle_gpus} idle, and "
+                f"groups the model assumes inside one domain may cross the slower network")
+
+
+def domain_fill(cl: Cluster, num_gpus: int) -> DomainFill:
+    """How ``num_gpus`` sit on ``cl``'s scale-up domains (8-GPU DGX/HGX nodes, 72-GPU NVL72
+    racks): the domains used and the GPUs left idle in the last one."""
+    if not isinstance(cl, Cluster):
+        raise TypeError(f"cl must be a Cluster; got {type(cl).__name__}")
+    checks.number("num_gpus", num_gpus, integer=True, minimum=1)
+    per = cl.gpus_per_domain
+    domains = -(-num_gpus // per)
+    return DomainFill(num_gpus, per, domains, domains * per - num_gpus)
+
+
+def _resolve(gpu, system, software):
+    g = hardware.gpu(gpu)
+    return g, stack(software), cluster(g, system)
+
+
+_resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
+
+
+def resolve(gpu, system=None, software="megatron-core"):
+    """GPU spec, software :class:`Stack` and :class:`Cluster` for the names given. Resolving
+    names reads the hardware registry's tables with pandas (milliseconds), so resolved names
+    are kept: the registry does not change while a process runs."""
+    try:
+        return _resolve_cached(gpu, system, software)
+    except TypeError:  # an unhashable spec: resolve it every time
+        return _resolve(gpu, system, software)
+
+
+__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack", "resolve", "DomainFill",
+           "domain_fill"]

@@ -14,6 +14,20 @@ parallelism; sbh(10 + 24/t + 5as/(ht)) with tensor parallelism; sbh(34/t + 5as/(
 sequence parallelism too; selective recomputation drops the 5as/h term; full recomputation
 keeps only the layer input, 2sbh. Pipeline schedules keep several microbatches in flight on
 the first stage (Section 4.2.3).
+
+Two accountings of model state are in use and the companion names both: Megatron's 18 bytes
+per parameter (FP32 gradients; ``convention="megatron"``) and the ZeRO paper's 16 (16-bit
+gradients, 2 + 2 + 12; ``convention="zero-paper"``), see :func:`bytes_per_param`.
+
+Dropout: Korthikanti's counts include 1-byte dropout masks (two per layer in the 10 sbh that
+TP leaves whole, and the attention-dropout mask and output in the 5as/h). Llama-family recipes
+train without dropout (Megatron-LM's ``examples/llama/train_llama3_8b_h100_fp8.sh`` passes
+``--attention-dropout 0.0 --hidden-dropout 0.0``), so for them the replicated term is 8 sbh,
+the score term 2as/h (the softmax output only) and the embedding dropout mask is absent;
+``dropout=None`` (the default) decides by :func:`trains_with_dropout`.
+
+Capacity is what the driver lets a process use: :attr:`companion.hardware.GPU.usable_hbm_bytes`
+(81,559 MiB on an H100 "80 GB"). Byte convention everywhere: GB = 10**9, GiB = 2**30.
 """
 from __future__ import annotations
 
@@ -82,11 +96,37 @@ def megatron_bytes_per_param(dp: int = 1, distributed_optimizer: bool = False) -
     return model_state_bytes_per_param("bf16", dp, 0, distributed_optimizer).total
 
 
+#: Gradient bytes per parameter of each model-state accounting: Megatron-LM keeps FP32
+#: gradients (``main_grad``, 18 B/param with Adam); the ZeRO paper (Rajbhandari et al. 2020,
+#: Section 3.1) counts 16-bit gradients, 2 + 2 + 12 = 16 B/param.
+STATE_CONVENTIONS = {"megatron": 4.0, "zero-paper": 2.0}
+
+
+def bytes_per_param(dp: int = 1, stage: int = 0, convention: str = "megatron") -> float:
+    """Per-GPU model-state bytes per parameter with mixed-precision Adam, sharded to ZeRO
+    ``stage`` (0-3) over ``dp`` ranks, in one of :data:`STATE_CONVENTIONS`: Megatron 18, 6 +
+    12/dp, 2 + 16/dp, 18/dp; ZeRO paper 16, 4 + 12/dp, 2 + 14/dp, 16/dp."""
+    g = STATE_CONVENTIONS[checks.choice("convention", convention, STATE_CONVENTIONS)]
+    return model_state_bytes_per_param("bf16", dp, stage, grad_bytes=g).total
+
+
+#: Presets whose published training recipes set dropout to zero (Megatron-LM
+#: examples/llama/train_llama3_8b_h100_fp8.sh: --attention-dropout 0.0 --hidden-dropout 0.0).
+NO_DROPOUT_PRESETS = frozenset({"llama3-8b", "llama3-70b", "llama3-405b"})
+
+
+def trains_with_dropout(model: Transformer) -> bool:
+    """False for the Llama-family presets (:data:`NO_DROPOUT_PRESETS`), True otherwise: the GPT-3
+    era models of Korthikanti et al. train with dropout and their Table 2 counts its masks."""
+    return model.name not in NO_DROPOUT_PRESETS
+
+
 def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, heads: int,
                                 tp: int = 1, sequence_parallel: bool = False,
                                 recompute: str = "none", ffn_hidden: int | None = None,
                                 kv_heads: int | None = None, ffn_type: str = "gelu",
-                                flash_attention: bool = False, cp: int = 1) -> float:
+                                flash_attention: bool = False, cp: int = 1,
+                                dropout: bool = True) -> float:
     """Activation bytes one transformer layer keeps for the backward pass, per GPU.
 
     With the defaults (``ffn_hidden = 4 hidden``, MHA, GELU) this is Table 2 of Korthikanti
@@ -98,7 +138,10 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
     ``flash_attention`` never materializes the 5as/h score tensors; with context parallelism
     each rank holds seq_len/cp queries against all seq_len keys. ``recompute="full"`` keeps the
     layer input only: 2sbh, split by t when sequence parallel (the paper's 2sbhL/t remark).
+    ``dropout=False`` (Llama-style training) drops the masks: 8 sbh replicated, 2as/h scores.
     """
+    if not isinstance(dropout, bool):
+        raise TypeError(f"dropout must be True or False; got {dropout!r}")
     s, b, h, a, t, cp = (checks.number(p, v, integer=True, positive=True) for p, v in (
         ("seq_len", seq_len), ("microbatch", microbatch), ("hidden", hidden), ("heads", heads),
         ("tp", tp), ("cp", cp)))
@@ -113,13 +156,14 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
         checks.divides("kv_heads", kv_heads, "heads", a)
     return float(activations_per_layer_arrays(
         s, b, h, a, t, sequence_parallel, RECOMPUTE.index(recompute), f, kv_heads, ffn_type,
-        flash_attention, cp))
+        flash_attention, cp, dropout))
 
 
 def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: int, tp=1,
                                  sequence_parallel=False, recompute=0,
                                  ffn_hidden: int | None = None, kv_heads: int | None = None,
-                                 ffn_type: str = "gelu", flash_attention: bool = False, cp=1):
+                                 ffn_type: str = "gelu", flash_attention: bool = False, cp=1,
+                                 dropout: bool = True):
     """:func:`activations_per_layer_bytes` for arrays of layouts (float64 array): the model's
     shapes are numbers; ``microbatch``, ``tp``, ``sequence_parallel``, ``recompute`` (codes:
     0 none, 1 selective, 2 full, 3 moe (selective here), the order of
@@ -132,10 +176,13 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
     f = 4 * hidden if ffn_hidden is None else ffn_hidden
     g = 1.0 if kv_heads is None else kv_heads / heads
     sbh = seq_len // cp * b * hidden
-    replicated = 10.0
+    # dropout masks: 1 byte each after attention and after the MLP (in the replicated 10), and
+    # the attention-dropout mask plus its 2-byte output in the scores' 5 (softmax output is 2)
+    replicated = 10.0 if dropout else 8.0
     split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / hidden
+    per_score = 5.0 if dropout else 2.0
     scores = np.where((rc == 1) | (rc == 3) | flash_attention, 0.0,
-                      5.0 * heads * seq_len / hidden)
+                      per_score * heads * seq_len / hidden)
     per = np.where(sp, replicated / t, replicated)
     kept = sbh * (per + split / t + scores / t)
     return np.where(rc == 2, 2.0 * sbh / np.where(sp, t, 1), kept)
@@ -229,10 +276,12 @@ class TrainingMemory:
 def training_memory(model: Transformer, layout: Layout, gpu=None, *,
                     capacity_bytes: float | None = None, reserve_bytes: float = 0.0,
                     num_microbatches: int | None = None, flash_attention: bool = False,
-                    fp8_params: bool = False, grad_bytes: float | None = None) -> TrainingMemory:
+                    fp8_params: bool = False, grad_bytes: float | None = None,
+                    dropout: bool | None = None) -> TrainingMemory:
     """Weights, gradients, optimizer state and activations per GPU, and whether they fit.
 
-    Capacity is ``capacity_bytes`` or the GPU's ``hbm_bytes``; ``reserve_bytes`` covers what
+    Capacity is ``capacity_bytes`` or the GPU's driver-visible HBM (``usable_hbm_bytes``: 81,559
+    MiB on an H100 "80 GB"; ``hbm_bytes`` where none is published); ``reserve_bytes`` covers what
     the model does not count (CUDA context, NCCL buffers, allocator fragmentation: a few GB in
     practice). Activations: :func:`activations_per_layer_bytes` x layers per stage x
     :func:`pipeline_inflight_microbatches`, plus the embedding dropout and, with pp == 1, the
@@ -245,7 +294,8 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     check_layout(model, layout)
     checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     if gpu is not None and capacity_bytes is None:
-        capacity_bytes = resolve_gpu(gpu).hbm_bytes
+        g = resolve_gpu(gpu)
+        capacity_bytes = getattr(g, "usable_hbm_bytes", None) or g.hbm_bytes
     if capacity_bytes is not None:
         checks.number("capacity_bytes", capacity_bytes, positive=True)
     if num_microbatches is not None:
@@ -258,8 +308,8 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
         recompute=RECOMPUTE.index(layout.recompute),
         stage=max(layout.zero_stage, 1 if layout.distributed_optimizer else 0),
         precision=layout.precision, flash_attention=flash_attention, fp8_params=fp8_params,
-        grad_bytes=grad_bytes, reserve_bytes=reserve_bytes, etp=layout.expert_tp,
-        routing_skew=layout.routing_skew)
+        grad_bytes=grad_bytes, reserve_bytes=reserve_bytes, dropout=dropout,
+        etp=layout.expert_tp, routing_skew=layout.routing_skew)
     weights, grads, optimizer, acts, total = (float(r[k]) for k in (
         "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"))
     if capacity_bytes is None:
@@ -281,7 +331,8 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
                            num_microbatches, sequence_parallel, recompute, stage,
                            precision: str = "bf16", flash_attention: bool = False,
                            fp8_params: bool = False, grad_bytes: float | None = None,
-                           reserve_bytes: float = 0.0, layers=None, etp=None,
+                           reserve_bytes: float = 0.0, layers=None,
+                           dropout: bool | None = None, etp=None,
                            routing_skew: float = 1.0) -> dict:
     """:func:`training_memory` for arrays of layouts, broadcast together; its one
     implementation. ``recompute`` holds codes (0 none, 1 selective, 2 full), ``stage`` the
@@ -291,10 +342,14 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     ``grads_bytes``, ``optimizer_bytes``, ``activations_bytes``, ``total_bytes`` and the
     parameter split ``dense_params`` and ``expert_params``. Layouts are not checked here:
     :func:`companion.model.check_layout` does that for one layout, the search's enumeration
-    for many. MoE terms (:mod:`companion.moe`): ``etp`` (None: ``tp``) splits the experts
+    for many. ``dropout`` None: :func:`trains_with_dropout` decides from the model.
+    MoE terms (:mod:`companion.moe`): ``etp`` (None: ``tp``) splits the experts
     and gathers their tokens; each MoE layer also keeps its dispatched copies, router
     probabilities and indices (:func:`companion.moe.saved_bytes_per_layer`), and one layer's
     permutation buffer is alive at a time (:func:`companion.moe.transient_bytes`)."""
+    drop = trains_with_dropout(model) if dropout is None else dropout
+    if not isinstance(drop, bool):
+        raise TypeError(f"dropout must be True, False or None; got {dropout!r}")
     tp, pp, dp, cp, ep, b = (np.asarray(x, dtype=np.int64)
                              for x in (tp, pp, dp, cp, ep, microbatch))
     et = tp if etp is None else np.asarray(etp, dtype=np.int64)
@@ -315,7 +370,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     def per_layer(code, ffn):
         return activations_per_layer_arrays(model.seq_len, b, h, model.heads, tp,
                                             sequence_parallel, code, ffn, model.kv_heads,
-                                            model.ffn_type, flash_attention, cp)
+                                            model.ffn_type, flash_attention, cp, drop)
 
     layer = per_layer(rc, model.ffn_hidden)
     if model.moe_layers:  # a dense model's share of MoE layers is exactly 0 (skip the work)
@@ -328,7 +383,8 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
         layer = (1 - moe_share) * layer + moe_share * moe_layer
     acts = layer * n_layers / pp * inflight
     sp = np.where(sequence_parallel, tp, 1)
-    acts = acts + s_local * b * h * inflight / sp  # embedding dropout mask, 1 byte
+    if drop:
+        acts = acts + s_local * b * h * inflight / sp  # embedding dropout mask, 1 byte
     # pp == 1: final norm and output-layer inputs, FP32 logits (vocab split by TP)
     acts = np.where(pp == 1, acts + (4 * s_local * b * h / sp + 4 * s_local * b * model.vocab
                                      / tp), acts)
@@ -415,4 +471,5 @@ __all__ = ["StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_para
            "params_per_gpu", "TrainingMemory", "training_memory", "kv_heads_per_gpu",
            "kv_cache_bytes", "DecodeEstimate", "decode_step", "state_bytes_arrays",
            "activations_per_layer_arrays", "pipeline_inflight_arrays", "params_per_gpu_arrays",
-           "training_memory_arrays"]
+           "training_memory_arrays", "STATE_CONVENTIONS", "bytes_per_param", "NO_DROPOUT_PRESETS",
+           "trains_with_dropout"]

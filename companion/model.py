@@ -291,8 +291,17 @@ class Layout:
         return self.tp if self.etp is None else self.etp
 
 
-def layout_text(layout: Layout) -> str:
-    """A layout in one line: TP/PP/DP/CP/EP, VPP, microbatch."""
+def layout_text(layout: Layout, full: bool = False) -> str:
+    """A layout in one line: TP/PP/DP/CP/EP, VPP, microbatch. ``full=True`` names every degree
+    and the memory choices too, in the planner's order: ``TP4 PP2 VPP4 DP8 CP1 EP1 mb1 SP sel
+    ZeRO1`` (SP: sequence parallel; none/sel/full recomputation; ZeRO1 is Megatron's
+    distributed optimizer)."""
+    if full:
+        zero = 1 if layout.distributed_optimizer else layout.zero_stage
+        rc = {"none": "none", "selective": "sel", "full": "full"}[layout.recompute]
+        return (f"TP{layout.tp} PP{layout.pp} VPP{layout.vpp} DP{layout.dp} CP{layout.cp} "
+                f"EP{layout.ep} mb{layout.microbatch}{' SP' if layout.sequence_parallel else ''}"
+                f" {rc} ZeRO{zero}")
     out = f"TP{layout.tp} PP{layout.pp} DP{layout.dp}"
     out += f" CP{layout.cp}" if layout.cp > 1 else ""
     out += f" EP{layout.ep}" if layout.ep > 1 else ""
@@ -367,6 +376,46 @@ _PRESETS["turing-530b"] = (_gpt("turing-530b", 105, 20480, 128), (
 for _m in (_llama("llama3-8b", 32, 4096, 32, 14336), _llama("llama3-70b", 80, 8192, 64, 28672),
            _llama("llama3-405b", 126, 16384, 128, 53248)):
     _PRESETS[_m.name] = (_m, _LLAMA3)
+
+# Dense models of the held-out published runs (data/published_runs.csv), shapes as the runs
+# helper transcribed them (new_runs_notes.md): each checked against its source's reported
+# TFLOP/s over tokens/s, which matches model_flops_per_token within 0.1%.
+_LLAMA2 = ("Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Models, "
+           "arXiv:2307.09288 (layers, width, heads; GQA for 70B); FFN width and vocab 32000 from "
+           "the released config.json; sequence 4096")
+_NEMOTRON = ("NVIDIA NeMo, nemo/collections/llm/gpt/model/nemotron.py (Nemotron3Config8B, "
+             "Nemotron4Config15B, Nemotron4Config340B): squared-ReLU MLP of two matrices, "
+             "priced as ffn_type gelu (same FLOPs and bytes), no linear bias, RoPE, untied "
+             "embeddings, vocab 256000, sequence 4096")
+_NEMO_GPT = ("NVIDIA NeMo-Framework-Launcher, launcher_scripts/conf/training/gpt3/"
+             "{5b,20b}_fp8_performance.yaml: GPT-3 shapes, FFN 4 x hidden, sequence 2048, "
+             "GPT-2 BPE vocab padded to 50304")
+
+
+def _llama2(name, layers, hidden, heads, ffn, kv=None, seq_len=4096):
+    return Transformer(name, layers, hidden, heads, ffn, 32000, seq_len, kv_heads=kv,
+                       ffn_type="swiglu", tied_embeddings=False, bias=False,
+                       learned_positions=False)
+
+
+def _nemotron(name, layers, hidden, heads, ffn, kv=None):
+    return Transformer(name, layers, hidden, heads, ffn, 256000, 4096, kv_heads=kv,
+                       tied_embeddings=False, bias=False, learned_positions=False)
+
+
+for _m in (_llama2("llama2-7b", 32, 4096, 32, 11008), _llama2("llama2-13b", 40, 5120, 40, 13824),
+           _llama2("llama2-70b", 80, 8192, 64, 28672, kv=8)):
+    _PRESETS[_m.name] = (_m, _LLAMA2)
+for _k in (16, 64, 256, 1024):  # NeMo 24.03.01's long-sequence table
+    _m = _llama2(f"llama2-7b-s{_k}k", 32, 4096, 32, 11008, seq_len=_k * 1024)
+    _PRESETS[_m.name] = (_m, _LLAMA2 + f"; sequence {_k}K (NeMo 24.03.01 long-sequence table)")
+for _m in (_nemotron("nemotron3-8b", 32, 4096, 32, 16384),
+           _nemotron("nemotron4-15b", 32, 6144, 48, 24576, kv=8),
+           _nemotron("nemotron4-340b", 96, 18432, 96, 73728, kv=8)):
+    _PRESETS[_m.name] = (_m, _NEMOTRON)
+for _m in (Transformer("nemo-gpt3-5b", 24, 4096, 32, 16384, 50304, 2048),
+           Transformer("nemo-gpt3-20b", 44, 6144, 48, 24576, 50304, 2048)):
+    _PRESETS[_m.name] = (_m, _NEMO_GPT)
 
 _PRESETS["deepseek-v3"] = (Transformer(
     "deepseek-v3", 61, 7168, 128, 18432, 129280, 4096, ffn_type="swiglu", experts=256, top_k=8,

@@ -372,13 +372,40 @@ LLAMA3_405B = PublishedRun(
             "card, 'Training Energy Use' (405B: 30.84M GPU hours, 700 W) "
             "https://github.com/meta-llama/llama-models/blob/main/models/llama3_1/MODEL_CARD.md"))
 
-#: Measured 8-GPU H100 node power during training as a fraction of the 10.2 kW rating:
-#: "even computationally intensive workloads operate at only 76% of the 10.2 kW TDP rating".
-H100_NODE_MEASURED_FRACTION = 0.76
-H100_NODE_MEASURED_SOURCE = (
-    "Latif et al. 2025, 'Empirically-Calibrated H100 Node Power Models for Reducing "
+#: 8-GPU H100 node power in training as a fraction of its 10.2 kW rating, two published levels
+#: from the same Brookhaven measurements. Typical: Newkirk et al. 2025 (their FLOP-calibrated
+#: model), "even computationally intensive workloads operate at only 76% of the 10.2 kW TDP
+#: rating". Maximum: Latif et al. 2024/2025, "the maximum observed power draw was approximately
+#: 8.4 kW, 18% lower than the manufacturer-rated 10.2 kW, even with GPUs near full utilization".
+H100_NODE_TYPICAL_FRACTION = 0.76
+H100_NODE_TYPICAL_SOURCE = (
+    "Newkirk et al. 2025, 'Empirically-Calibrated H100 Node Power Models for Reducing "
     "Uncertainty in AI Training Energy Estimation', arXiv:2506.14551 (abstract) "
     "https://arxiv.org/abs/2506.14551")
+H100_NODE_MAX_MEASURED_W = 8.4e3
+H100_NODE_RATED_W = 10.2e3  # the rating both papers measure against (DGX H100 nameplate)
+H100_NODE_MAX_FRACTION = H100_NODE_MAX_MEASURED_W / H100_NODE_RATED_W
+H100_NODE_MAX_SOURCE = (
+    "Latif et al., 'Empirical Measurements of AI Training Power Demand on a GPU-Accelerated "
+    "Node', arXiv:2412.08602 (abstract; IEEE Access 13, 61740-61747, 2025) "
+    "https://arxiv.org/abs/2412.08602")
+
+#: GB200 NVL72 rack power as a sourced range rather than one figure. Low end: the 120 kW
+#: reported at launch (systems.csv's secondary source; trade press repeats it). High end:
+#: NVIDIA's reference design has 8 power shelves of 6 PSUs at up to 5.5 kW (33 kW a shelf,
+#: 264 kW in all); with the shelves N+N redundant half of it, 132 kW, can feed the rack (the
+#: halving is this book's derivation; trade press quotes "132 kW total DC output" for the
+#: GB300 NVL72's shelves).
+GB200_NVL72_RACK_W_RANGE = (120e3, 132e3)
+GB200_NVL72_SHELF_W = 6 * 5.5e3
+GB200_NVL72_SHELVES = 8
+GB200_NVL72_RACK_SOURCE = (
+    "NVIDIA Mission Control / Base Command Manager manual, 'BCM Power Shelf Integration' ('The "
+    "reference design for an NVIDIA GB200 rack has 8 power shelves, and uses 6 PSUs in each "
+    "power shelf. Each PSU is rated up to 5.5kW') "
+    "https://docs.nvidia.com/base-command-manager/product-manuals/nvidia-mission-control/powershelf.md ; "
+    "introl.com, 'GB200 NVL72 Deployment' ('consumes 120 kilowatts', trade press) "
+    "https://introl.com/blog/gb200-nvl72-deployment-72-gpu-liquid-cooled")
 
 #: Energy saved by power capping while training a transformer language model (a "15% decrease in energy
 #: usage with marginal increase in overall computation time", V100 GPUs).
@@ -387,6 +414,19 @@ CAP_SOURCE = (
     "McDonald et al. 2022, 'Great Power, Great Responsibility: Recommendations for Reducing "
     "Energy for Training Language Models', Findings of NAACL 2022, arXiv:2205.09646 (abstract) "
     "https://arxiv.org/abs/2205.09646")
+
+#: PUE of liquid-cooled halls. Measured: NREL's liquid-cooled ESIF HPC data center reached an
+#: annualized 1.036, and the same page says efficiency-focused data centers "typically achieve
+#: PUE values of 1.2 or less". The 1.1-1.3 band for liquid-cooled AI halls is a typical range,
+#: not a measurement (only secondary summaries state it). Uptime Institute cautions that direct
+#: liquid cooling moves fan power out of the IT load, so such PUEs are not strictly comparable
+#: with air-cooled ones.
+PUE_LIQUID_MEASURED = 1.036
+PUE_LIQUID_TYPICAL_RANGE = (1.1, 1.3)
+PUE_LIQUID_SOURCE = (
+    "NREL, 'High-Performance Computing Data Center Power Usage Effectiveness' (ESIF, annualized "
+    "PUE 1.036; efficient centers 'typically achieve PUE values of 1.2 or less') "
+    "https://www.nrel.gov/computational-science/measuring-efficiency-pue.html")
 
 #: Industry-average PUE (total facility power over IT power) in Uptime Institute's 2023 survey;
 #: it has stayed between 1.55 and 1.59 since about 2020.

@@ -12,9 +12,21 @@ thread block per tile, so a dimension that is not a multiple of the tile pays fo
 extra tile; and the tiles run in waves of one tile per SM, so a last wave that leaves SMs
 idle wastes their share. :func:`gemm_efficiency` multiplies the two fractions. The default
 tile is 128 x 128 outputs, one of the tile sizes that guide lists for cuBLAS (256x128,
-128x256, 128x128, 64x128, ...); libraries pick per shape, so pass ``tile=`` to test others.
-What the model leaves out (so it is an upper bound): kernel launch latency (``overhead_s``),
-pipeline fill for short K, split-K and stream-K schedules, and L2 effects.
+128x256, 128x128, 64x128, ...): the Ampere picture of one such CTA per SM. Newer GPUs run
+bigger tiles, and :data:`TILE_PRESETS` names them per architecture (``tile="hopper"``,
+``tile="blackwell"`` or ``tile="auto"`` for the GPU's own): Hopper's CUTLASS kernels use
+128 x 256 (or 256 x 128) tiles in 2-CTA clusters, one CTA per SM; Blackwell's 2-SM UMMA
+computes a 256 x 256 tile on a pair of SMs, so the wave is counted in SM pairs. Libraries pick
+per shape, so pass ``tile=`` to test others. What the model leaves out (so it is an upper
+bound): kernel launch latency (``overhead_s``), pipeline fill for short K, split-K and
+stream-K schedules.
+
+HBM is not the only memory level. A working set that fits in the last-level cache (NVIDIA's L2,
+50 MB on an H100 and 126.5 MiB on a B200; AMD's 256 MB Infinity Cache on MI300X) is read from
+there when the cache is warm, as in any loop that times one kernel without flushing:
+:func:`cached_roofline_time` prices that case. NVIDIA publishes no L2 bandwidth, so with a warm
+cache and no ``cache_Bps`` the compute roof is the only bound it can state (a lower bound on
+time), and it says so in the result.
 
 The ``gpu`` argument is a name resolved by :func:`companion.hardware.gpu`, or any object with
 ``peak_flops(precision, sparse=False)``, ``hbm_Bps`` and ``sm_count``.
@@ -171,7 +183,7 @@ def _precision(dtype: str, precision: str | None) -> str:
 def ridge_point(gpu, precision: str = "bf16", sparse: bool = False) -> float:
     """Intensity (FLOP/byte) where the compute roof meets the HBM roof: peak / bandwidth."""
     g = resolve_gpu(gpu)
-    return g.peak_flops(precision, sparse=sparse) / g.hbm_Bps
+    return g.peak_flops(precision, sparse=sparse) / _hbm_Bps(g)
 
 
 def attainable_flops(intensity, gpu, precision: str = "bf16", sparse: bool = False):
@@ -180,7 +192,7 @@ def attainable_flops(intensity, gpu, precision: str = "bf16", sparse: bool = Fal
     x = np.asarray(intensity, dtype=float)
     if np.any(~np.isfinite(x)) or np.any(x <= 0):
         raise ValueError("intensity must be finite and > 0 (FLOP per byte)")
-    out = np.minimum(g.peak_flops(precision, sparse=sparse), x * g.hbm_Bps)
+    out = np.minimum(g.peak_flops(precision, sparse=sparse), x * _hbm_Bps(g))
     return float(out) if out.ndim == 0 else out
 
 
@@ -211,7 +223,7 @@ def roofline_time_arrays(flops, bytes_moved, gpu, precision: str = "bf16", effic
         raise ValueError(f"efficiency must be in (0, 1]; got {eff[~ok][:3].tolist()}")
     checks.number("overhead_s", overhead_s, nonnegative=True)
     compute_s = np.asarray(flops, dtype=np.float64) / (g.peak_flops(precision) * eff)
-    memory_s = np.asarray(bytes_moved, dtype=np.float64) / g.hbm_Bps
+    memory_s = np.asarray(bytes_moved, dtype=np.float64) / _hbm_Bps(g)
     return compute_s, memory_s, np.maximum(compute_s, memory_s) + overhead_s
 
 
@@ -234,6 +246,85 @@ def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 
 
 
 @dataclass(frozen=True)
+class CacheTiming:
+    """Roofline time of a kernel with the last-level cache as a memory level (see
+    :func:`cached_roofline_time`). ``bound`` is ``"compute"``, ``"HBM"``, ``"cache"`` or
+    ``"launch/latency"`` (the fixed per-kernel cost is at least as long as both roofs)."""
+
+    name: str
+    flops: float
+    working_set_bytes: float
+    cache_name: str | None
+    cache_bytes: float | None
+    resident: bool  # warm cache and the working set fits: operands come from the cache
+    compute_s: float
+    hbm_s: float  # the compulsory bytes from HBM: the time with a flushed (cold) cache
+    cache_s: float | None  # None where the cache bandwidth is not published
+    overhead_s: float
+    time_s: float
+    bound: str
+
+    @property
+    def roofs_s(self) -> float:
+        """The longer of the roofs that apply, without the fixed overhead."""
+        return self.time_s - self.overhead_s
+
+    @property
+    def lower_bound_only(self) -> bool:
+        """True when the cache bandwidth is unknown and the time is the compute roof alone."""
+        return self.resident and self.cache_s is None
+
+
+def cached_roofline_time(cost: Cost, gpu, precision: str = "bf16", warm: bool = True,
+                         cache_Bps: float | None = None, efficiency: float = 1.0,
+                         overhead_s: float = 0.0,
+                         working_set_bytes: float | None = None) -> CacheTiming:
+    """Time of ``cost`` with a last-level-cache level: if the cache is ``warm`` and the working
+    set (default: the compulsory bytes, each operand touched once) fits in the GPU's
+    ``llc_bytes``, bytes come from the cache at ``cache_Bps`` (default: the GPU's published
+    ``llc_Bps``; NVIDIA publishes none, and then the compute roof is the only bound);
+    otherwise from HBM, as :func:`roofline_time`. ``warm=False`` is a benchmark that flushes
+    the cache between calls, or a kernel whose inputs were evicted by the kernels before it.
+    """
+    g = resolve_gpu(gpu)
+    checks.number("efficiency", efficiency, positive=True, maximum=1)
+    checks.number("overhead_s", overhead_s, nonnegative=True)
+    if not isinstance(warm, bool):
+        raise TypeError(f"warm must be True or False; got {warm!r}")
+    ws = cost.bytes_moved if working_set_bytes is None else checks.number(
+        "working_set_bytes", working_set_bytes, positive=True)
+    size = getattr(g, "llc_bytes", None)
+    if warm and size is None:
+        raise ValueError(f"{getattr(g, 'name', 'this GPU')} has no last-level cache size in the "
+                         "registry (data/hardware/gpu_details.csv); pass warm=False or a spec "
+                         "with llc_bytes")
+    bw = getattr(g, "llc_Bps", None) if cache_Bps is None else checks.number(
+        "cache_Bps", cache_Bps, positive=True)
+    compute_s = cost.flops / (g.peak_flops(precision) * efficiency)
+    hbm_s = cost.bytes_moved / _hbm_Bps(g)
+    resident = bool(warm and ws <= size)
+    cache_s = cost.bytes_moved / bw if (resident and bw is not None) else None
+    memory_s = (cache_s or 0.0) if resident else hbm_s
+    roofs = max(compute_s, memory_s)
+    if overhead_s > 0 and overhead_s >= roofs:
+        bound = "launch/latency"
+    elif compute_s >= memory_s:
+        bound = "compute"
+    else:
+        bound = "cache" if resident else "HBM"
+    return CacheTiming(cost.name, cost.flops, ws, getattr(g, "llc_name", None), size, resident,
+                       compute_s, hbm_s, cache_s, overhead_s, roofs + overhead_s, bound)
+
+
+def _hbm_Bps(g):
+    bw = g.hbm_Bps
+    if bw is None:
+        raise ValueError(f"{getattr(g, 'name', 'this GPU')} has no published HBM bandwidth in "
+                         "the registry")
+    return bw
+
+
+@dataclass(frozen=True)
 class GemmEfficiency:
     """Tile and wave quantization of a GEMM's output over a GPU's SMs."""
 
@@ -247,10 +338,63 @@ class GemmEfficiency:
     efficiency: float  # product of the two
 
 
-def _tile(tile):
+@dataclass(frozen=True)
+class TilePreset:
+    """The output tile one GEMM work unit computes and how many SMs share it."""
+
+    name: str
+    tile: tuple[int, int]  # output rows x columns of one tile
+    sms_per_tile: int  # 2 for Blackwell's 2-SM UMMA: the wave is counted in SM pairs
+    source: str
+
+
+#: Tile presets per architecture, from NVIDIA's documentation and CUTLASS's own kernels.
+TILE_PRESETS = {
+    "ampere": TilePreset(
+        "ampere", (128, 128), 1,
+        "NVIDIA, Matrix Multiplication Background User's Guide, 'Tile Quantization': cuBLAS "
+        "tiles 256x128, 128x256, 128x128, 64x128, ... one thread block per tile "
+        "https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html"),
+    "hopper": TilePreset(
+        "hopper", (128, 256), 1,
+        "NVIDIA CUTLASS, examples/55_hopper_mixed_dtype_gemm/55_hopper_mixed_dtype_gemm.cu: "
+        "ArchTag Sm90, TileShape Shape<_128,_256,_64>, ClusterShape Shape<_2,_1,_1>, "
+        "KernelTmaWarpSpecializedCooperative (one CTA per SM, clusters of two sharing TMA "
+        "multicast) https://github.com/NVIDIA/cutlass ; 256x128 is the transposed choice in "
+        "NVIDIA's cuBLAS tile list. Presets are typical, not fixed: CUTLASS's FP32 example 48 "
+        "uses 128x128x32"),
+    "blackwell": TilePreset(
+        "blackwell", (256, 256), 2,
+        "NVIDIA CUTLASS, examples/cute/tutorial/blackwell/04_mma_tma_2sm_sm100.cu: "
+        "SM100_MMA_F16BF16_2x1SM_SS with MMA tile 256x256 across a pair of SMs (a 2-CTA "
+        "cluster, each CTA holding 128 rows of the output) https://github.com/NVIDIA/cutlass"),
+}
+
+
+def tile_preset(gpu) -> TilePreset:
+    """The :data:`TILE_PRESETS` entry for ``gpu``'s architecture: compute capability 10 and up
+    Blackwell, 9 Hopper, older (and non-NVIDIA parts, which have no preset here) Ampere's."""
+    g = resolve_gpu(gpu)
+    cc = str(getattr(g, "compute_capability", ""))
+    major = int(cc.split(".")[0]) if cc.split(".")[0].isdigit() else 0
+    return TILE_PRESETS["blackwell" if major >= 10 else "hopper" if major == 9 else "ampere"]
+
+
+def _tile(tile, g=None):
+    """(rows, cols, SMs per tile) of a (rows, cols) tuple, a preset name, "auto" or a preset."""
+    if isinstance(tile, str):
+        if tile == "auto":
+            if g is None:
+                raise ValueError('tile="auto" needs a GPU')
+            tile = tile_preset(g)
+        else:
+            tile = TILE_PRESETS[checks.choice("tile", tile, [*TILE_PRESETS, "auto"])]
+    if isinstance(tile, TilePreset):
+        return tile.tile[0], tile.tile[1], tile.sms_per_tile
     if not (isinstance(tile, tuple) and len(tile) == 2):
-        raise TypeError(f"tile must be a (rows, cols) tuple; got {tile!r}")
-    return _pos("tile[0]", tile[0]), _pos("tile[1]", tile[1])
+        raise TypeError(f"tile must be a (rows, cols) tuple, a TilePreset or one of "
+                        f"{[*TILE_PRESETS, 'auto']}; got {tile!r}")
+    return _pos("tile[0]", tile[0]), _pos("tile[1]", tile[1]), 1
 
 
 def _sm_count(g):
@@ -267,13 +411,14 @@ def gemm_efficiency_arrays(m, n, gpu, tile: tuple[int, int] = (128, 128),
     tile and wave arithmetic; :func:`gemm_efficiency` calls it with single values."""
     g = resolve_gpu(gpu)
     m, n, batch = _positive_ints("m", m), _positive_ints("n", n), _positive_ints("batch", batch)
-    tm, tn = _tile(tile)
+    tm, tn, per = _tile(tile, g)
     sms = _sm_count(g)
+    slots = sms // per  # tiles that run at once: SMs, or SM pairs for a 2-SM tile
     tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
     tiles = tiles_m * tiles_n * batch
-    waves = np.ceil(tiles / sms)
+    waves = np.ceil(tiles / slots)
     tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn)
-    wave_eff = tiles / (waves * sms)
+    wave_eff = tiles / (waves * slots)
     return GemmEfficiency(tiles_m, tiles_n, tiles, sms, waves, tile_eff, wave_eff,
                           tile_eff * wave_eff)
 
@@ -283,7 +428,9 @@ def gemm_efficiency(m: int, n: int, gpu, tile: tuple[int, int] = (128, 128),
     """Fraction of the compute peak left after tile and wave quantization (see module doc).
 
     One thread block per ``tile[0] x tile[1]`` output tile, one resident block per SM (the
-    large-tile case of NVIDIA's guide); ``batch`` multiplies the tile count.
+    large-tile case of NVIDIA's guide); ``batch`` multiplies the tile count. ``tile`` may also
+    be a :data:`TILE_PRESETS` name or ``"auto"`` (the GPU's architecture); a 2-SM preset
+    (Blackwell) runs one tile per SM pair, and ``sm_count`` then counts SMs, not pairs.
     """
     g = resolve_gpu(gpu)
     m, n, batch = _pos("m", m), _pos("n", n), _pos("batch", batch)
@@ -362,14 +509,17 @@ def seed_ffn_gemm(gpu, dtype: str = "bf16", **kwargs) -> GemmEstimate:
 
     With the H100 SXM datasheet figures (132 SMs, 989.4 TFLOP/s BF16 dense, 3.35 TB/s) it
     has 128 tiles of 128x128 (one wave, 97% of SMs busy) and an intensity of 241 FLOP/byte,
-    below the ridge point of 295: HBM-bound even at peak, so the roofline caps it at about
-    82% of peak before any launch overhead. On B200 (148 SMs, 2.25 PFLOP/s, 8 TB/s) the same
-    128 tiles fill only 86% of the SMs and both roofs sit near 1.1 microseconds.
+    below the ridge point of 295: HBM-bound if its operands come from HBM, so this HBM-only
+    roofline caps it at about 82% of peak. But its 8.9 MB working set fits the 50 MB L2 (and
+    B200's 126.5 MiB), so a loop that times it without flushing reads from L2: see
+    :func:`cached_roofline_time`, which finds it compute-bound at about 2.2 microseconds on
+    H100 and 1 on B200, times so short that a kernel's fixed costs (launch, fill) set its pace.
     """
     return gemm_time(*SEED_FFN_SHAPE, gpu, dtype, **kwargs)
 
 
 __all__ = ["DTYPE_BYTES", "SEED_FFN_SHAPE", "Cost", "Timing", "GemmEfficiency", "GemmEstimate",
+           "TilePreset", "TILE_PRESETS", "tile_preset", "CacheTiming", "cached_roofline_time",
            "dtype_bytes", "resolve_gpu", "gemm", "batched_gemm", "attention", "elementwise",
            "layernorm", "softmax", "ridge_point", "attainable_flops", "roofline_time",
            "gemm_efficiency", "gemm_time", "seed_ffn_gemm", "gemm_arrays",

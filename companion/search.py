@@ -17,19 +17,23 @@ combination of what it depends on. ``benchmarks/search.py`` times it on Calculon
 """
 from __future__ import annotations
 
-import functools
 import sys
 
 import numpy as np
 import pandas as pd
 
-from companion import checks, hardware
+from companion import checks
 from companion.calibration import DEFAULT, Calibration
-from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, preset
-from companion.machine import cluster, stack
+from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, layout_text, preset
+from companion.machine import domain_fill, resolve
 from companion.steptime import (derived_arrays, memory_arrays, stage_layers, step_arrays)
+from companion.validation import band
 
 ZERO_NAMES = {0: "none", 1: "distributed optimizer", 2: "zero-2", 3: "zero-3"}
+#: Largest GPU count :func:`search` takes: ten times the largest published training job
+#: (Meta's Llama 3 405B on 16,384 H100s), so no request enumerates an absurd space.
+MAX_GPUS = 163_840
+MAX_BATCH = 2 ** 24
 VPP_CHOICES = (1, 2, 3, 4, 6, 8)
 
 
@@ -190,24 +194,6 @@ def _check_choices(recompute, sequence_parallel, zero, vpp):
         checks.number("zero", z, integer=True, minimum=0, maximum=3)
 
 
-def _resolve(gpu, system, software):
-    g = hardware.gpu(gpu)
-    return g, stack(software), cluster(g, system)
-
-
-_resolve_cached = functools.lru_cache(maxsize=64)(_resolve)
-
-
-def _machine(gpu, system, software):
-    """GPU spec, software stack and cluster for the names given. Resolving names reads the
-    hardware registry's tables with pandas (milliseconds), so resolved names are kept: the
-    registry does not change while a process runs."""
-    try:
-        return _resolve_cached(gpu, system, software)
-    except TypeError:  # an unhashable spec: resolve it every time
-        return _resolve(gpu, system, software)
-
-
 def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
            software="megatron-core", precision: str = "bf16", calibration: Calibration = DEFAULT,
            max_tp: int | None = None, max_cp: int | None = None,
@@ -215,7 +201,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
            sequence_parallel=(False, True), zero=(0, 1), vpp=VPP_CHOICES,
            uneven_stages: bool = False, exact_batch: bool = True,
            include_infeasible: bool = False, reserve_bytes: float = 0.0,
-           flop_convention: str = "megatron", top: int | None = None) -> pd.DataFrame:
+           flop_convention: str = "bridge", top: int | None = None) -> pd.DataFrame:
     """All valid layouts of ``model`` on ``num_gpus`` ``gpu`` s, fastest first.
 
     Arguments as in :func:`companion.parallel.estimate`; ``recompute``,
@@ -223,18 +209,22 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     ZeRO stages) list the options to try, and ``vpp`` the interleaving degrees (or
     ``"all"``); ``max_tp``, ``max_cp`` and ``max_microbatch`` bound the enumeration (None: no
     bound). See :func:`~companion.search.candidates`. The frame's ``attrs`` record how many candidates were priced
-    (``candidates``) and how many fit (``feasible``).
+    (``candidates``) and how many fit (``feasible``). Rows are ranked by time per sequence
+    (step time / global batch), which is the step time when the batch is exact and tokens
+    per second when ``exact_batch=False`` lets DP round it down. ``step_time_low_s`` and
+    ``step_time_high_s`` carry the band of :func:`companion.validation.band` (its basis in
+    ``attrs["band_basis"]``); ``num_gpus`` is at most :data:`MAX_GPUS`.
     """
     model = preset(model) if isinstance(model, str) else model
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a Transformer or a preset name; got {type(model).__name__}")
-    checks.number("num_gpus", num_gpus, integer=True, minimum=1)
-    checks.number("global_batch", global_batch, integer=True, minimum=1)
+    checks.number("num_gpus", num_gpus, integer=True, minimum=1, maximum=MAX_GPUS)
+    checks.number("global_batch", global_batch, integer=True, minimum=1, maximum=MAX_BATCH)
     for name, bound in (("max_tp", max_tp), ("max_cp", max_cp), ("max_microbatch", max_microbatch)):
         if bound is not None:
             checks.number(name, bound, integer=True, minimum=1)
     checks.choice("precision", precision, PRECISIONS)
-    g, st, cl = _machine(gpu, system, software)
+    g, st, cl = resolve(gpu, system, software)
     X, valid = grid(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
                     max_microbatch=max_microbatch, recompute=recompute,
                     sequence_parallel=sequence_parallel, zero=zero,
@@ -251,8 +241,9 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     bd = step_arrays(model, g, cl, calibration, st, precision, X)
     der = derived_arrays(model, g, X, bd, mem, st, precision, flop_convention)
     fits = cells.take(mem["fits"])
-    # order (and filter) with numpy, then build the frame once: cheaper than pandas' sort
-    step = cells.take(bd["step_time_s"])
+    # order (and filter) with numpy, then build the frame once: cheaper than pandas' sort.
+    # Time per sequence: equal to step-time order when every layout runs the same batch
+    step = cells.take(bd["step_time_s"] / der["global_batch"])
     if include_infeasible:
         order = np.argsort(step, kind="stable")
     else:  # a stable sort of the feasible rows keeps the same order among equal times
@@ -269,9 +260,14 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         "memory_gb": mem["memory_bytes"] / 1e9, "fits": mem["fits"]}
     cols = {k: pick.take(v) for k, v in cols.items()}
     cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], list(RECOMPUTE))
+    lo, hi, basis = band(g, precision, 1.0, moe=model.is_moe)
+    cols["step_time_low_s"] = cols["step_time_s"] * lo
+    cols["step_time_high_s"] = cols["step_time_s"] * hi
     frame = pd.DataFrame(cols)
     frame.attrs.update(candidates=n, feasible=int(fits.sum()), model=model.name,
-                       gpu=g.name, cluster=cl.name, stack=st.name, precision=precision)
+                       gpu=g.name, cluster=cl.name, stack=st.name, precision=precision,
+                       flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
+                       band_basis=basis)
     return frame
 
 
@@ -286,60 +282,139 @@ def layout_of(row, precision: str = "bf16") -> Layout:
                   distributed_optimizer=z == 1, zero_stage=0 if z == 1 else z)
 
 
-_SHOW = ["tp", "pp", "dp", "cp", "ep", "vpp", "microbatch", "sequence_parallel", "recompute",
-         "zero", "step_time_s", "mfu", "memory_gb", "gemm_s", "attention_s", "elementwise_s",
-         "recompute_s", "tp_exposed_s", "cp_exposed_s", "ep_exposed_s", "pp_p2p_s", "bubble_s",
-         "dp_exposed_s", "optimizer_s"]
+_PARTS = {"gemm_s": "GEMM", "attention_s": "attention", "elementwise_s": "elementwise",
+          "recompute_s": "recompute", "launch_s": "kernel gaps",
+          "overlap_slowdown_s": "overlap slowdown", "tp_exposed_s": "TP comm",
+          "cp_exposed_s": "CP comm", "ep_exposed_s": "EP comm", "pp_p2p_s": "PP sends",
+          "bubble_s": "bubble", "dp_exposed_s": "DP comm", "optimizer_s": "optimizer"}
+# the costs a layout choice can remove (GEMM, attention and elementwise work it cannot)
+_EXPOSED = ("recompute_s", "launch_s", "overlap_slowdown_s", "tp_exposed_s", "cp_exposed_s",
+            "ep_exposed_s", "pp_p2p_s", "bubble_s", "dp_exposed_s", "optimizer_s")
+
+
+def compact(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
+    """The planner's table: one row per distinct price (layouts whose step time and memory
+    agree to four figures collapse into one, ``same`` counting the others), with the layout
+    as one string, step time and band, MFU, tokens/s per GPU, memory and the two largest
+    exposed costs."""
+    checks.number("top", top, integer=True, minimum=1)
+    precision = frame.attrs.get("precision", "bf16")
+    key = pd.Series(list(zip(frame["step_time_s"].round(4), frame["memory_gb"].round(1))),
+                    index=frame.index)
+    first = ~key.duplicated()
+    rows = []
+    for i in frame.index[first][:top]:
+        r = frame.loc[i]
+        costs = sorted(_EXPOSED, key=lambda k: -r[k])[:2]
+        n = int(frame.attrs.get("num_gpus") or r["tp"] * r["pp"] * r["dp"] * r["cp"])
+        rows.append({
+            "layout": layout_text(layout_of(r, precision), full=True),
+            "step_s": r["step_time_s"], "low_s": r["step_time_low_s"],
+            "high_s": r["step_time_high_s"], "mfu": r["mfu"],
+            "tokens_per_s_per_gpu": r["tokens_per_s"] / n, "memory_gb": r["memory_gb"],
+            "largest_exposed": ", ".join(f"{_PARTS[k]} {r[k]:.3g} s" for k in costs),
+            "same": int((key == key[i]).sum()) - 1})
+    return pd.DataFrame(rows)
+
+
+class _Parser:
+    """argparse whose errors are one line on stderr and exit status 2."""
+
+    def __new__(cls, **kw):
+        import argparse
+
+        class P(argparse.ArgumentParser):
+            def error(self, message):
+                print(f"error: {message}", file=sys.stderr)
+                raise SystemExit(2)
+        return P(**kw)
+
+
+def _count(name, lo, hi):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise _Bad(f"{name} must be a whole number; got {text!r}") from None
+        if not lo <= value <= hi:
+            raise _Bad(f"{name} must be between {lo} and {hi:,}; got {value:,}")
+        return value
+    return parse
+
+
+class _Bad(Exception):
+    pass
 
 
 def main(argv=None) -> int:
-    """``python -m companion plan``: the fastest layouts and their breakdown."""
+    """``python -m companion plan``: the fastest layouts, compact, with bands and conventions."""
     import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m companion plan",
-                                description="Search every Megatron layout; print the fastest.")
+    p = _Parser(prog="python -m companion plan",
+                description="Search every Megatron layout; print the fastest.")
     p.add_argument("--model", required=True, help="preset name, e.g. gpt3-175b")
     p.add_argument("--gpu", required=True, help="GPU name, e.g. H100")
-    p.add_argument("--gpus", type=int, required=True, help="number of GPUs")
-    p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
-    p.add_argument("--top", type=int, default=5, help="layouts to show (default 5)")
+    p.add_argument("--gpus", required=True, help=f"number of GPUs (1 to {MAX_GPUS:,})")
+    p.add_argument("--global-batch", required=True, help="sequences per step")
+    p.add_argument("--top", default="5", help="distinct layouts to show (default 5)")
     p.add_argument("--system", default=None, help="system name, e.g. 'GB200 NVL72'")
-    p.add_argument("--software", default="megatron-core", help="megatron-core or megatron-2022")
+    p.add_argument("--software", default="megatron-core", help="megatron-core, megatron-bridge, "
+                   "megatron-bridge-mxfp8 or megatron-2022")
     p.add_argument("--precision", default="bf16", help="GEMM precision (bf16, fp16, fp8, fp4)")
     p.add_argument("--uneven-stages", action="store_true", help="allow PP not dividing layers")
     p.add_argument("--round-batch", action="store_true",
-                   help="round the batch down to a multiple of DP (as Calculon does)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+                   help="round the batch down to a multiple of DP (as Calculon does); layouts "
+                        "are then ranked by tokens per second")
+    p.add_argument("--explain", action="store_true", help="print the best layout's breakdown")
+    p.add_argument("--json", action="store_true", help="print JSON with every field")
     args = p.parse_args(argv)
     try:
-        frame = search(args.model, args.gpu, args.gpus, args.global_batch, system=args.system,
+        gpus = _count("--gpus", 1, MAX_GPUS)(args.gpus)
+        batch = _count("--global-batch", 1, MAX_BATCH)(args.global_batch)
+        top = _count("--top", 1, 10_000)(args.top)
+        frame = search(args.model, args.gpu, gpus, batch, system=args.system,
                        software=args.software, precision=args.precision,
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
                        zero=(0, 1, 2, 3))
-    except (ValueError, TypeError) as err:
+        fill = domain_fill(resolve(args.gpu, args.system, args.software)[2], gpus)
+    except (ValueError, TypeError, _Bad) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    best = frame.head(args.top)[_SHOW]
-    # imported here: companion.cases imports companion.parallel, which imports this module
-    from companion.cases import heldout_shortfall
-    shortfall = heldout_shortfall()
-    if args.json:
-        rows = json.loads(best.to_json(orient="records"))
-        print(json.dumps({**frame.attrs, "heldout_shortfall": shortfall, "layouts": rows},
-                         indent=1))
-        return 0
+    frame.attrs["num_gpus"] = gpus
     a = frame.attrs
-    print(f"{a['model']} on {args.gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}, "
+    conv = {"bridge": "causal attention as it runs (Megatron-Bridge)",
+            "megatron": "full s x s attention (Megatron-LM, NeMo)", "6n": "6N"}[
+        a["flop_convention"]]
+    mfu_note = (f"MFU = model FLOPs ({conv}) / dense {a['precision'].upper()} peak "
+                f"{a['peak_flops'] / 1e12:,.0f} TFLOP/s per GPU")
+    if not fill.whole:
+        print(f"WARNING: {fill.message}.", file=sys.stderr)
+    if args.json:
+        rows = json.loads(frame.head(top).to_json(orient="records"))
+        print(json.dumps({**a, "mfu_convention": mfu_note, "domain_fill": fill.message,
+                          "layouts": rows}, indent=1))
+        return 0
+    print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}, "
           f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit")
-    if best.empty:
+    if frame.empty:
         print("no layout fits in memory")
         return 1
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(best.round(4).to_string(index=False))
-    print(f"Read step times as lower bounds: published 2024-25 FP8 runs took {shortfall:.2f}x "
-          f"the predicted step on average (held-out check, parallelism chapter).")
+    table = compact(frame, top)
+    with pd.option_context("display.width", 220, "display.max_columns", 30,
+                           "display.max_colwidth", 60):
+        print(table.round({"step_s": 3, "low_s": 3, "high_s": 3, "mfu": 3,
+                           "tokens_per_s_per_gpu": 0, "memory_gb": 1}).to_string(index=False))
+    print(mfu_note + ".")
+    print(f"Step band (low_s-high_s): {a['band_basis']}.")
+    if args.explain:
+        best = frame.iloc[0]
+        print(f"\nBest layout, {layout_text(layout_of(best, a['precision']), full=True)}: "
+              f"{best['step_time_s']:.3f} s per step")
+        for k, name in _PARTS.items():
+            print(f"  {name:<17} {best[k]:10.4f} s  {100 * best[k] / best['step_time_s']:5.1f}%")
+        print(f"  {'HFU':<17} {best['hfu']:10.3f}    (executed FLOPs, recompute included)")
     return 0
 
 
-__all__ = ["search", "candidates", "grid", "layout_of", "main", "ZERO_NAMES"]
+__all__ = ["search", "candidates", "grid", "layout_of", "compact", "main", "ZERO_NAMES", "MAX_GPUS"]

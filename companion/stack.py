@@ -8,8 +8,9 @@ The tables live in ``data/software/`` and every row carries its source:
 - ``gpu_arch.csv``: compute capability to the first CUDA toolkit that builds native code for it.
 - ``gpu_drivers.csv``: the earliest driver NVIDIA lists for a GPU product.
 - ``containers.csv``: framework containers and the CUDA they ship.
-- ``env_vars.csv``: NCCL (and a few CUDA) environment variables with their documented values,
-  and whether the NCCL documentation files them under "System configuration" or "Debugging".
+- ``env_vars.csv``: NCCL (and a few CUDA and PyTorch) environment variables with their
+  documented values, and whether the NCCL documentation files them under "System
+  configuration" or "Debugging".
 
 Every check returns a list of :class:`Finding` (severity, message, source), worst first, so a
 notebook can print them and a test can assert on them.
@@ -219,14 +220,57 @@ def check_stack(gpu=None, cuda=None, driver=None, container=None,
         row = _driver_row(g.name)
         if row is not None and driver is not None and (
                 parse_version("driver", driver) < parse_version("min_driver", row["min_driver"])):
-            out.append(Finding("error", (
-                f"driver {driver} predates {g.name}: the earliest driver NVIDIA lists for it is "
-                f"{row['min_driver']}, so the GPU is not usable at all"), row["source"], "driver"))
+            branch, first = parse_version("driver", driver)[0], parse_version(
+                "min_driver", row["min_driver"])[0]
+            mig = (f"{row['min_driver']}, the minimum driver NVIDIA's MIG user guide lists for "
+                   f"this GPU (a MIG minimum; the only per-GPU driver table found)")
+            if branch < first:
+                out.append(Finding("error", (
+                    f"driver {driver} (R{branch}) is older than R{first}, the branch of {mig}: "
+                    f"R{branch} predates {g.name}, which is not usable at all"),
+                    row["source"], "driver"))
+            else:
+                out.append(Finding("warning", (
+                    f"driver {driver} is below {mig}: MIG needs at least that release"),
+                    row["source"], "driver"))
         if row is not None and row["open_kernel_modules_required"] == "yes" and (
                 kernel_modules == "proprietary"):
             out.append(Finding("error", f"{g.name} requires the open GPU kernel modules",
                                row["source"], "kernel_modules"))
 
+    toolkit_findings = _driver_vs_toolkit(driver, tk)
+    ok = (_datacenter_compatible(driver, box["datacenter_drivers"])
+          if box is not None and driver is not None else None)
+    if ok is not None:
+        # The container's own notes list this branch: forward compatibility on data-center GPUs
+        # replaces the minor-version-compatibility warning of the toolkit table.
+        toolkit_findings = [f for f in toolkit_findings if f.severity != "warning"]
+        out.append(Finding("info", (
+            f"driver {driver} is in a data-center driver branch that {box['container']}'s "
+            f"release notes list as compatible (R{ok[0]} >= {_fmt(ok)}, forward-compatibility "
+            f"mode): a documented combination on data-center GPUs such as H100"),
+            box["source"], "driver"))
+    out += toolkit_findings
+    if not out:
+        out.append(Finding("info", "no incompatibility found in the tables", str(DATA_DIR)))
+    return _sorted(out)
+
+
+def _datacenter_compatible(driver: str, branches: str):
+    """The listed minimum ``(branch, ...)`` that ``driver`` satisfies, or None."""
+    if not branches:
+        return None
+    have = parse_version("driver", driver)
+    for item in branches.split("|"):
+        lo = parse_version("datacenter_drivers", item)
+        if have[0] == lo[0] and have >= lo:
+            return lo
+    return None
+
+
+def _driver_vs_toolkit(driver, tk) -> list[Finding]:
+    """The driver against the toolkit's own driver and its minor-version compatibility range."""
+    out: list[Finding] = []
     if driver is not None and tk is not None:
         have, need = parse_version("driver", driver), parse_version(
             "min_driver", tk["linux_x86_64_min_driver"])
@@ -251,9 +295,7 @@ def check_stack(gpu=None, cuda=None, driver=None, container=None,
                     f"driver {driver} cannot run CUDA {major}.x: it needs at least branch {lo} "
                     f"(minor-version compatibility) and {tk['linux_x86_64_min_driver']} for "
                     f"{tk['label']}"), src, "driver"))
-    if not out:
-        out.append(Finding("info", "no incompatibility found in the tables", str(DATA_DIR)))
-    return _sorted(out)
+    return out
 
 
 # -- environment variables ---------------------------------------------------------------------
@@ -261,6 +303,15 @@ def ib_timeout_s(value: int) -> float:
     """Seconds per attempt for ``NCCL_IB_TIMEOUT=value``: 4.096 us x 2**value (1 to 31)."""
     checks.number("NCCL_IB_TIMEOUT", value, integer=True, minimum=1, maximum=31)
     return IB_TIMEOUT_UNIT_S * 2 ** value
+
+
+def ib_failure_detection_s(timeout: int = 20, retry_cnt: int = 7) -> float:
+    """Seconds before a dead InfiniBand link errors out: ``retry_cnt`` retransmissions, each
+    after a local ACK timeout of 4.096 us x 2**timeout. NCCL's defaults (20 and 7) give 30 s;
+    a retry count above 7 does not exist (3-bit field, :func:`ib_retry_effective`)."""
+    r = checks.number("NCCL_IB_RETRY_CNT", retry_cnt, integer=True, minimum=0,
+                      maximum=2 ** IB_RETRY_BITS - 1)
+    return ib_timeout_s(timeout) * r
 
 
 def ib_retry_effective(value: int) -> int:
@@ -419,5 +470,5 @@ def run_tp_flag(args: list[str]) -> subprocess.CompletedProcess:
 
 
 __all__ = ["Finding", "SEVERITIES", "check_stack", "env_check", "nccl_env_check", "parse_exports",
-           "ib_timeout_s", "ib_retry_effective", "command_line_check", "run_tp_flag", "toolkit", "min_driver_for_cuda",
+           "ib_timeout_s", "ib_failure_detection_s", "ib_retry_effective", "command_line_check", "run_tp_flag", "toolkit", "min_driver_for_cuda",
            "arch", "min_cuda_for_gpu", "find_container", "table", "parse_version", "findings_table"]

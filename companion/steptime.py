@@ -8,6 +8,15 @@ GEMM of every distinct (tp, microbatch, cp, ep) shape in one numpy pass),
 :func:`companion.roofline.attention`, :func:`companion.comm.collective_time_s`,
 :func:`companion.moe.copies_per_token` (the MoE all-to-all) and
 :func:`companion.memory.training_memory_arrays`. No Python loop runs per layout.
+
+Beyond FLOPs and bytes, a step pays for what the issue-11 mechanisms name, each sourced where
+its constant lives (:mod:`companion.calibration`): GEMMs at the rate a step sustains
+(:func:`~companion.calibration.sustained_fraction`, FP4 from NVFP4 kernels), fused attention at
+its published rate per GPU and sequence length, RoPE, cross-entropy and quantization at their
+real byte counts (:func:`~companion.calibration.quantization_bytes`), overlapped collectives
+slowing the compute they hide behind, a launch gap per kernel, ZeRO-2/3's reduce-scatter after
+every microbatch and a gradient all-reduce that hides only behind the backward pass.
+``Calibration(off=...)`` switches any of them off.
 """
 from __future__ import annotations
 
@@ -17,12 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion import checks, moe
-from companion.calibration import gemm_peak_fraction
+from companion.calibration import (attention_fraction, linear_times, quantization_bytes,
+                                   sustained_fraction)
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric
 from companion.memory import training_memory_arrays
 from companion.model import Transformer
-from companion.roofline import attention, gemm_time_arrays
+from companion.roofline import attention
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2, "moe": 3}
 ACT_BYTES = 2  # BF16/FP16 activations, as Megatron keeps them (FP8 only inside GEMMs)
@@ -81,23 +91,7 @@ class _NoWaves:
 
 
 def _linear_times(g, cal, precision, shapes, n_rows):
-    """Forward and backward times of linear layers y[m,n] = x[m,k] w[k,n], each shape
-    (m, n, k, batch) an array over ``n_rows`` rows, all priced in one numpy pass of
-    :func:`companion.roofline.gemm_time_arrays`. The backward pass is two GEMMs of other
-    shapes, dgrad (m x k, reducing n) and wgrad (k x n, reducing m), each with its own tile
-    and wave quantization. Returns two (len(shapes), n_rows) arrays."""
-    cols = [[], [], [], []]
-    for m, n, k, batch in shapes:
-        n, k = np.maximum(1, n), np.maximum(1, k)
-        for row in ((m, n, k, batch), (m, k, n, batch), (k, n, m, batch)):
-            for col, x in zip(cols, row):
-                col.append(np.broadcast_to(x, n_rows))
-    r = gemm_time_arrays(*(np.concatenate(c) for c in cols[:3]), g, dtype=precision,
-                         batch=np.concatenate(cols[3]))
-    eff = cal.gemm_in_training * gemm_peak_fraction(getattr(g, "gpu", g), precision)
-    t = np.maximum(r.compute_s / eff, r.memory_s / cal.hbm_efficiency)
-    t = t.reshape(len(shapes), 3, n_rows)
-    return t[:, 0], t[:, 1] + t[:, 2]
+    return linear_times(g, cal, precision, shapes, n_rows)
 
 
 def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
@@ -146,13 +140,23 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
         out["moe_mlp" + key] = moe_s - attn_proj if model.is_moe else zero
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
-        core = flops / (g.peak_flops(p16) * cal.attention_efficiency)
-        out.update(core=core, core_b=2.5 * core, score_bytes=zero)
+        spec = getattr(g, "gpu", g)
+        rate = g.peak_flops(p16) * sustained_fraction(spec, p16, cal)
+        core = flops / (rate * _attention_fractions(spec, "fwd", sl, cal))
+        core_b = 2.5 * flops / (rate * _attention_fractions(spec, "bwd", sl, cal))
+        out.update(core=core, core_b=core_b, score_bytes=zero)
     else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
         heads = mb * a // t
         f, b = _linear_times(g, cal, p16, [(sl, s, d, heads), (sl, d, s, heads)], len(t))
         out.update(core=f[0] + f[1], core_b=b[0] + b[1], score_bytes=heads * sl * s * ACT_BYTES)
     return out
+
+
+def _attention_fractions(spec, direction, seq, cal):
+    """:func:`companion.calibration.attention_fraction` over an array of sequence lengths."""
+    seq = np.asarray(seq)
+    vals = {int(x): attention_fraction(spec, direction, int(x), cal) for x in np.unique(seq)}
+    return np.vectorize(vals.__getitem__, otypes=[float])(seq) if seq.ndim else vals[int(seq)]
 
 
 def _codes(k):
@@ -254,7 +258,8 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
     """Per-GPU memory for arrays of layouts: :func:`companion.memory.training_memory_arrays`
     (the code behind :func:`companion.memory.training_memory`) over every row. Uneven
     pipelines are priced on their fullest stage: a model padded to ``pp x stage_layers``
-    layers."""
+    layers. A layout fits if it needs no more than the driver-visible HBM
+    (``GPU.usable_hbm_bytes``)."""
     k = X
     r = training_memory_arrays(
         model, tp=k["tp"], pp=k["pp"], dp=k["dp"], cp=k["cp"], ep=k["ep"], vpp=k["vpp"],
@@ -263,7 +268,7 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
         flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
         layers=k["pp"] * k["stage_layers"], etp=k.get("etp"), routing_skew=_one_skew(k))
     total = r.pop("total_bytes")
-    return {**r, "memory_bytes": total, "fits": total <= gpu.hbm_bytes}
+    return {**r, "memory_bytes": total, "fits": total <= gpu.usable_hbm_bytes}
 
 
 # -- the step ----------------------------------------------------------------------------------
@@ -283,6 +288,24 @@ FP8_CAST_BYTES, FP8_CAST_BWD_BYTES = 3, 5
 # 16-bit tensor, 2 bytes per element, in each direction (the delayed recipe takes its scale from
 # the amax history instead). companion.speedup counts the same extra read.
 AMAX_READ_BYTES = 2
+# Rotary embeddings (Llama-style models): read and write every query and key element once in
+# each direction (2 + 2 bytes, the fused RoPE kernel of Transformer Engine / Apex).
+ROPE_BYTES = 4
+# Cross-entropy over the vocabulary, bytes per logit for forward and backward together. Fused
+# (Megatron-Core's cross_entropy_loss_fusion): one read of the 16-bit logits for max and sum,
+# one read and one 16-bit write of their gradient: 6. Unfused (Megatron-LM 2021-22,
+# vocab_parallel_cross_entropy on logits.float()): upcast (read 2, write 4), max (read 4),
+# subtract, exp and divide in place (read 4, write 4 each), sum (read 4); backward scale in
+# place (read 4, write 4) and cast back (read 4, write 2): 52.
+CE_BYTES = {True: 6, False: 52}
+# Kernels per layer and microbatch of a Megatron-Core layer with Transformer Engine, forward:
+# two norms, four GEMMs, RoPE, attention, SwiGLU/GeLU, two bias-dropout-adds, one spare for
+# the TP collectives' launches; the backward pass runs two GEMMs per linear layer and the
+# backward of every other kernel. FP8/FP4 add a cast per GEMM input (forward) and a cast and
+# transpose per gradient (backward); current scaling an amax reduction before each cast.
+KERNELS_PER_LAYER = (12, 24)
+CAST_KERNELS_PER_LAYER = (4, 8)
+AMAX_KERNELS_PER_LAYER = (4, 4)
 
 
 def _one_skew(X) -> float:
@@ -310,26 +333,49 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         "dense", "dense_b", "moe", "moe_b", "logits", "logits_b", "core", "core_b",
         "score_bytes"))
     fm = model.moe_layers / model.layers
+    memory = "memory" not in cal.off
     gemm = (1 - fm) * dense + fm * moe
     gemm_b = (1 - fm) * dense_b + fm * moe_b
     hbm = g.hbm_Bps * cal.hbm_efficiency
     tokens = mb * (model.seq_len // c)
     up = 6 if model.ffn_type == "swiglu" else 4
     ffn = (1 - fm) * model.ffn_hidden + fm * (model.top_k + model.shared_experts) * model.expert_ffn
+    rope = 0 if model.learned_positions or not memory else ROPE_BYTES * (
+        model.heads + model.kv_heads_used) * model.head_dim / t
     elem = (REPLICATED_BYTES * tokens * model.hidden / np.where(sp, t, 1)
-            + up * tokens * ffn / t) / hbm
+            + (up * ffn / t + rope) * tokens) / hbm
     score_f, score_b = 4.5 * score_b / hbm, 5.5 * score_b / hbm  # 9 and 11 bytes per score
     cast, cast_b = 0.0, 0.0
-    if precision in ("fp8", "fp4"):  # Transformer Engine casts every GEMM input to 8 bits
+    kf, kb = KERNELS_PER_LAYER
+    if precision in ("fp8", "fp4"):  # Transformer Engine quantizes every GEMM input
         gemm_in = tokens * (2 * model.hidden + (model.heads * model.head_dim + ffn) / t)
         amax = AMAX_READ_BYTES if st.fp8_scaling == "current" else 0
-        cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
-        cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
+        if memory:
+            # forward inputs, backward output gradients at the published cost per element;
+            # weights once per step (Megatron-Core passes is_first_microbatch, so Transformer
+            # Engine caches their quantized copies across microbatches)
+            q = quantization_bytes("fp4_nvfp4" if precision == "fp4"
+                                   else f"fp8_{st.fp8_scaling}", cal)
+            grads = tokens * (((model.heads + 2 * model.kv_heads_used) * model.head_dim
+                               + (up // 2) * ffn) / t + 2 * model.hidden)
+            weights = (X["dense_params"] + X["expert_params"]) / lst / m
+            cast, cast_b = q * (gemm_in + weights) / hbm, q * grads / hbm
+        else:  # a byte budget: 3 bytes forward, 5 backward, per forward input
+            cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
+            cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
+        kf, kb = kf + CAST_KERNELS_PER_LAYER[0], kb + CAST_KERNELS_PER_LAYER[1]
+        if amax:
+            kf, kb = kf + AMAX_KERNELS_PER_LAYER[0], kb + AMAX_KERNELS_PER_LAYER[1]
+    gap = 0.0 if "launch" in cal.off else cal.graph_gap_s if st.cuda_graphs else cal.kernel_gap_s
     fwd = gemm + core + elem + score_f + cast
     bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
     rec = np.select([rc == 2, rc == 1, rc == 3],
                     [fwd, core + score_f, core + score_f + fm * kern["moe_mlp"]], 0.0)
+    launch = (kf * (1 + (rc == 2)) + kb) * gap
+    ce = tokens * -(-model.vocab // t) * CE_BYTES[st.fused_cross_entropy] / hbm * memory
 
+    # overlapped collectives slow the compute they hide behind (SMs taken, power-capped clock)
+    slow = 0.0 if "overlap" in cal.off else cal.overlap_slowdown
     act = tokens * model.hidden * ACT_BYTES
     n_ar = 4 + 2 * (rc == 2) + (sp & (rc != 2))  # SP re-gathers its input in backward
     tp_comm = n_ar * _all_reduce_s(act, t, 1, cl, cal)
@@ -342,8 +388,9 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         ep_comm = fm * _all_to_all_s(tokens / t, e, et, t * c * d * p, model, gpu, cl, cal, st,
                                      X.get("fp8_dispatch", 0), skew, rc)
     ep_x = np.maximum(0.0, ep_comm - fm * (moe + moe_b)) if st.overlap_ep else ep_comm
-    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x
-    t_mb = lst * per_layer + logits + logits_b
+    overlap = slow * (tp_comm - tp_x + cp_comm - cp_x)
+    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap
+    t_mb = lst * per_layer + logits + logits_b + ce
     bubble = (p - 1) / v * t_mb
 
     # Megatron overlaps pipeline sends only in the interleaved schedule; overlapped sends still
@@ -351,35 +398,60 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # forward and the last one backward, with nothing to hide behind
     sends = 2 * np.where(st.overlap_p2p & (v > 1), p * v - 1, m * v) * (p > 1)
     p2p = sends * _send_s(act / t, t * c * d, cl, cal)
-    gb = X["grad_bytes"]
-    dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
-    expert_dp = _all_reduce_s(X["expert_params"] * gb, t * d * c // (et * e), et * e, cl, cal)
-    z = X["zero"]
-    grads = dense_dp + expert_dp
-    dp_comm = np.where(z >= 1, 0.5 * grads * (1 + 2 / gb), grads) + np.where(
-        z == 3, (2 * m - 1) * 0.5 * grads * 2 / gb, 0.0)
-    window = np.where(z == 3, m * lst * (fwd + bwd), lst * (fwd + bwd))
-    dp_x = np.maximum(0.0, dp_comm - window) if st.overlap_grad_reduce else dp_comm
+    dp_comm, dp_x = _data_parallel(X, cl, cal, st, m, lst * fwd, lst * (bwd + rec))
+    dp_overlap = slow * (dp_comm - dp_x)
     local = X["dense_params"] + X["expert_params"]
-    shards = np.where(z >= 1, d * c, 1)  # expert state shards fewer ways; first order only
+    shards = np.where(X["zero"] >= 1, d * c, 1)  # expert state shards fewer ways; first order
     optimizer = OPTIMIZER_BYTES * local / shards / hbm
 
     steady = m * t_mb
-    total = steady + bubble + p2p + dp_x + optimizer
+    total = steady + bubble + p2p + dp_x + dp_overlap + optimizer
     n_layers = m * lst
     return {
         "step_time_s": total,
         "gemm_s": n_layers * (gemm + gemm_b) + m * (logits + logits_b),
         "attention_s": n_layers * (core + core_bwd),
         "elementwise_s": n_layers * (3 * elem + score_f + score_b
-                                     + cast + cast_b),
+                                     + cast + cast_b) + m * ce,
         "recompute_s": n_layers * rec,
+        "launch_s": n_layers * launch,
+        "overlap_slowdown_s": n_layers * overlap + dp_overlap,
         "tp_comm_s": n_layers * tp_comm, "tp_exposed_s": n_layers * tp_x,
         "cp_comm_s": n_layers * cp_comm, "cp_exposed_s": n_layers * cp_x,
         "ep_comm_s": n_layers * ep_comm, "ep_exposed_s": n_layers * ep_x,
         "pp_p2p_s": p2p, "bubble_s": bubble,
         "dp_comm_s": dp_comm, "dp_exposed_s": dp_x, "optimizer_s": optimizer,
     }
+
+
+def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
+    """Gradient and parameter collectives of data parallelism per step, and their exposed
+    part. ZeRO stage 0 all-reduces the gradients once, during the last microbatch's backward
+    pass (the only time they are ready); the distributed optimizer (stage 1) reduce-scatters
+    them then and all-gathers the 16-bit parameters during the next forward pass
+    (``--overlap-param-gather``). Stages 2 and 3 keep only a shard of the gradients, so they
+    reduce-scatter after every microbatch's backward pass (DeepSpeed issue 2252), and stage 3
+    also gathers the parameters in every forward and backward pass."""
+    t, d, c, e = X["tp"], X["dp"], X["cp"], X["ep"]
+    gb, z = X["grad_bytes"], X["zero"]
+    if "fp32_grads" in cal.off:
+        gb = np.minimum(gb, 2)
+    if "zero" in cal.off:  # the former model: one reduce-scatter, a whole-step window
+        bwd_window = fwd_window + bwd_window
+    dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
+    et = X.get("etp", t)  # expert weights are replicated over the expert-DP group
+    expert_dp = _all_reduce_s(X["expert_params"] * gb, t * d * c // (et * e), et * e, cl, cal)
+    grads = dense_dp + expert_dp
+    rs, ag = 0.5 * grads, 0.5 * grads * 2 / gb  # reduce-scatter gb-byte grads, gather 2-byte
+    per_rs = np.where((z >= 2) & ("zero" not in cal.off), m, 1)
+    per_ag = np.where(z == 3, 2 * m, 1)
+    comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
+    if not st.overlap_grad_reduce:
+        return comm, comm
+    rs_x = np.maximum(0.0, per_rs * rs - per_rs * bwd_window)
+    ag_x = np.maximum(0.0, per_ag * ag - np.where(z == 3, m * (fwd_window + bwd_window),
+                                                  fwd_window))
+    return comm, np.where(z >= 1, rs_x + ag_x, np.maximum(0.0, grads - bwd_window))
 
 
 # -- one layout --------------------------------------------------------------------------------
@@ -392,17 +464,25 @@ def stage_layers(layers: int, pp, vpp, uneven: bool = False):
 
 
 def derived_arrays(model, gpu, X, bd, mem, st, precision, convention):
-    """MFU, HFU, model TFLOP/s per GPU and tokens/s from a breakdown (arrays)."""
+    """MFU, HFU, model TFLOP/s per GPU and tokens/s from a breakdown (arrays).
+
+    MFU counts model FLOPs in ``convention``; HFU counts the FLOPs the GPUs execute whatever
+    the convention: attention as the kernels run it (causal blocks skipped by fused kernels,
+    the whole score matrix by Megatron's unfused path) plus recomputation. With the default
+    causal convention HFU >= MFU always; the ``megatron`` convention counts attention FLOPs a
+    fused causal kernel never runs, so its MFU can exceed the HFU."""
     n = X["tp"] * X["pp"] * X["dp"] * X["cp"]
     tokens = X["m"] * X["mb"] * X["dp"] * model.seq_len
     model_flops = model_flops_per_token(model, convention) * tokens
+    skipped = st.flash_attention and st.causal
+    executed = model_flops_per_token(model, "bridge" if skipped else "megatron") * tokens
     extra = 4.0 * model.seq_len * model.heads * model.head_dim * model.layers * (
-        0.5 if st.flash_attention and st.causal else 1.0)
+        0.5 if skipped else 1.0)
     full = 2.0 * (_matmul_params_per_token(model) - model.vocab * model.hidden) + extra
     mats = 3 if model.ffn_type == "swiglu" else 2  # recompute "moe" reruns the MoE MLPs too
     moe_mlp = 2.0 * model.moe_layers * mats * model.hidden * model.expert_ffn * (
         model.top_k + model.shared_experts)
-    hw_flops = model_flops + tokens * np.select(
+    hw_flops = executed + tokens * np.select(
         [X["rc"] == 2, X["rc"] == 1, X["rc"] == 3], [full, extra, extra + moe_mlp], 0)
     peak = gpu.peak_flops(precision) * n * bd["step_time_s"]
     return {"mfu": model_flops / peak, "hfu": hw_flops / peak,

@@ -7,9 +7,10 @@ named wherever it is used.
 
 Three traps they exist for:
 
-- Decimal and binary prefixes: a GB is 10**9 bytes, a GiB is 2**30. HBM is built from
-  binary-sized dies, and an "80 GB" H100 shows 81559 MiB in ``nvidia-smi``: vendors print GB
-  where they mean roughly GiB.
+- Decimal and binary prefixes: a GB is 10**9 bytes, a GiB is 2**30, here and in every chapter
+  (:data:`BYTE_CONVENTION`). HBM is built from binary-sized dies, so the registry reads a
+  vendor's memory "80 GB" as 80 GiB; the driver then shows a little less (81,559 MiB on an
+  H100), and memory fit is checked against that visible figure.
 - Bits and bytes, and line rate versus data rate: network ports are quoted in Gb/s (bits),
   per direction; a 400 Gb/s port moves at most 50 GB/s each way.
 - Bidirectional totals: NVLink and PCIe are usually quoted as the sum of both directions
@@ -31,6 +32,11 @@ KiB = 2**10
 MiB = 2**20
 GiB = 2**30
 TiB = 2**40
+
+#: The one byte convention of the book and the companion, stated once and glued everywhere.
+BYTE_CONVENTION = ("GB = 10^9 bytes and GiB = 2^30 bytes (MiB = 2^20) everywhere; a vendor's "
+                   "memory \"80 GB\" is read as 80 GiB (HBM is binary-sized), and memory fit is "
+                   "checked against what the driver shows (nvidia-smi: 81,559 MiB on an H100)")
 
 GIGA = 1e9
 TERA = 1e12
@@ -67,6 +73,17 @@ def tb(x):
 def tib(x):
     """Binary tebibytes to bytes."""
     return number("x", x, nonnegative=True) * TiB
+
+
+def mib(x):
+    """Binary mebibytes to bytes, as ``nvidia-smi`` prints memory: ``mib(81559)`` is an H100's
+    driver-visible total, 85.5e9 bytes."""
+    return number("x", x, nonnegative=True) * MiB
+
+
+def to_mib(n_bytes):
+    """Bytes to binary mebibytes."""
+    return number("n_bytes", n_bytes, nonnegative=True) / MiB
 
 
 def to_gb(n_bytes):

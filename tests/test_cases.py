@@ -2,7 +2,7 @@
 seed-scenario tables of the case-studies chapter."""
 import pytest
 
-from companion import cases, claims, hardware, parallel, power
+from companion import cases, claims, hardware, parallel, power, validation
 from companion.cases import Scenario
 from companion.explore import case_studies as cs
 from companion.search import search
@@ -47,10 +47,13 @@ def test_with_scaleout_keeps_the_node_and_its_power():
         cases.with_scaleout("DGX B200", 25e9, "my cluster")
 
 
-def test_heldout_shortfall_is_the_mean_measured_over_predicted():
-    v = parallel.validate(held_out=True)
-    ratio = (v["measured_step_time_s"] / v["predicted_step_time_s"]).mean()
-    assert cases.heldout_shortfall() == pytest.approx(ratio) and ratio > 1
+def test_outcomes_carry_the_step_band_and_scale_days_with_it():
+    o = cases.price(_13b())
+    lo, hi, basis = validation.band(o.scenario.gpu, o.scenario.precision, o.step_time_s)
+    assert (o.step_time_low_s, o.step_time_high_s) == pytest.approx((lo, hi))
+    assert o.band_basis == basis and "cross-validated" in basis
+    assert o.days_low == pytest.approx(o.days * lo / o.step_time_s)
+    assert o.days_high == pytest.approx(o.days * hi / o.step_time_s)
 
 
 @pytest.mark.parametrize("kw, exc, match", [
@@ -79,7 +82,7 @@ def test_price_rejects_other_types_and_says_when_nothing_fits():
 def test_chapter_tables():
     t = cs.outcome_table("13b")
     assert list(t.index) == list(cs.MACHINES)
-    assert (t["days_at_heldout_shortfall"] > t["days"]).all()
+    assert (t["days_low"] < t["days_high"]).all()
     gap = cs.headline_gap()
     # GB200 NVL72 datasheet: 20 PFLOP/s FP4 (sparse) per GPU; HGX B200: 18, dense BF16 2.25
     assert gap["pflops"].iloc[:4].tolist() == pytest.approx([20, 18, 9, 2.25])

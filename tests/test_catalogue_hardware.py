@@ -40,6 +40,8 @@ def test_answers_match_the_documents():
     assert check("hw-fp4-per-watt-b300", (105 / 8 / 1100) / (9 / 1000))
     # Square GEMM intensity n/3 (2n^3 FLOPs over 6n^2 bytes): n = 3 x 2.25e15 / 7.7e12.
     assert check("hw-square-gemm-b200", 3 * 2.25e15 / 7.7e12)
+    # nvidia-smi on an H100 80GB HBM3: 81559 MiB (NVIDIA/nccl#1264) of 80 x 1024 MiB
+    assert check("hw-h100-driver-reserve", 80 * 1024 - 81559)
 
 
 def test_ladder_goes_from_headline_to_dense_bf16():
@@ -58,10 +60,16 @@ def test_mfu_denominators():
 
 def test_peaks_leave_out_missing_figures_and_check_input():
     fp8 = hx.peaks("fp8", "dense", "peak TFLOP/s", "all")
-    assert not fp8["gpu"].str.contains("V100|A100").any()  # Volta and Ampere have no FP8
+    assert not fp8[hx.PEAK_GPU].str.contains("V100|A100").any()  # Volta and Ampere have no FP8
     sparse_fp4 = hx.peaks("fp4", "sparse", "peak TFLOP/s", "all")
-    assert not sparse_fp4["gpu"].str.contains("MI355X").any()
-    assert (fp8["value"] > 0).all()
+    assert not sparse_fp4[hx.PEAK_GPU].str.contains("MI355X").any()
+    assert (fp8[hx.PEAK_VALUE] > 0).all()
+    # the Hopper variants: GH200 has no tensor peak in the registry, so no bar
+    hopper = hx.peaks("bf16", "dense", "peak TFLOP/s", "Hopper: SXM, PCIe, NVL, GH200")
+    assert list(hopper[hx.PEAK_GPU]) == ["2022 H100", "2022 H100 PCIe", "2023 H100 NVL", "2024 H200",
+                                         "2024 H200 NVL"]
+    # axis titles are words with units, not column names
+    assert "TFLOP/s" in hx.PEAKS_CHART["y"] and " " in hx.PEAKS_CHART["x"]
     with pytest.raises(ValueError, match="precision"):
         hx.peaks("fp3")
     with pytest.raises(ValueError, match="sparsity"):
@@ -79,3 +87,26 @@ def test_sources_cover_every_gpu():
     src = hx.sources()
     assert len(src) == len(hx.GPU_NAMES)
     assert src["source"].str.contains("https://").all()
+
+
+def test_claims_render_as_a_wrapped_markdown_table():
+    claims = hx.seed_claims("hardware")
+    md = hx.claims_markdown(claims)
+    lines = md.splitlines()
+    assert lines[0].startswith("| claim |") and lines[1].startswith("|---")
+    assert len(lines) == 2 + len(claims)
+    assert all(line.count(" | ") == 5 for line in lines[2:])  # six cells, pipes escaped
+    assert hx.claims_markdown(claims.assign(quote_en="a | b\nc")).count("a \\| b<br>c") == len(claims)
+
+
+def test_hopper_variants_table_shows_what_was_found():
+    # H100 PCIe datasheet: 114 SMs, 350 W, 2.0 TB/s; H100 NVL 835 TFLOP/s dense BF16
+    # (NVIDIA's H100 and H200 pages); GH200: no tensor peak found, so blank, never zero
+    t = hx.variants_table()
+    assert t.loc["H100 PCIe", "SMs"] == 114 and t.loc["H100 PCIe", "TDP W"] == 350
+    assert t.loc["H100 NVL", "BF16 dense TFLOP/s"] == pytest.approx(835.5)
+    assert t.loc["H200 NVL", "BF16 dense TFLOP/s"] == pytest.approx(835.5)
+    gh200 = t.loc["H100 in GH200 (144 GB HBM3e)", "BF16 dense TFLOP/s"]
+    assert gh200 != gh200  # blank (NaN), never zero
+    assert "tdp_w" in t.loc["H100 NVL", "unverified"]
+    assert t.loc["H100 SXM", "HBM GiB (driver-visible)"] == pytest.approx(81559 / 1024)

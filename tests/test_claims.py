@@ -167,3 +167,16 @@ def test_published_measurements_csv():
     assert rows["narayanan21-1t-a100"] == pytest.approx(163e12)
     assert rows["mamf-h100-sxm-bf16"] == pytest.approx(794.5e12)
     assert rows["nccl-tests-212-h100-allreduce-busbw"] == pytest.approx(480e9)
+
+
+def test_no_import_cycle_between_claims_and_claims_checks():
+    # claims imports claims_checks (lazily); claims_checks must never import claims back.
+    import ast
+    import companion.claims_checks as cc
+    tree = ast.parse(open(cc.__file__, encoding="utf-8").read())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+             and n.module == "companion" for a in n.names}
+    assert "companion.claims" not in imported and "claims" not in names
+    assert claims.Finding is cc.Finding and set(claims.checkable()) <= set(claims.CHECKS)

@@ -21,11 +21,11 @@ def test_plan_prints_layouts_and_json(capsys):
             "--global-batch", "2048", "--top", "2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "gpt3-175b on 256 x H100" in out and "step_time_s" in out
-    assert "lower bounds" in out and "held-out" in out
+    assert "gpt3-175b on 256 x H100" in out and "step_s" in out
+    assert "Step band" in out and "cross-validated" in out and "MFU = model FLOPs" in out
     assert main(argv + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["heldout_shortfall"] > 1
+    assert "cross-validated" in data["band_basis"] and "peak" in data["mfu_convention"]
     assert len(data["layouts"]) == 2 and data["layouts"][0]["tp"] * data["layouts"][0]["pp"] \
         * data["layouts"][0]["dp"] * data["layouts"][0]["cp"] == 256
     assert main(["plan", "--model", "gpt3-175b", "--gpu", "H10", "--gpus", "8",

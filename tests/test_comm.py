@@ -313,3 +313,17 @@ def test_bucket_tradeoff_closed_form_and_u_shape():
     assert plan.n_buckets[-1] == 1 and plan.exposed_s[-1] == pytest.approx(plan.per_bucket_s[-1])
     with pytest.raises(ValueError, match="bucket_bytes"):
         fabric.bucket_tradeoff(grad, [0.0], bwd, n, bw, a)
+
+
+def test_rail_optimized_leaves_and_flat_tree():
+    # A DGX node's 8 NICs sit on 8 rails; 250 nodes at 32 per leaf: ceil(250/32) = 8 per rail.
+    f = fabric.Fabric(gpus_per_domain=8, scaleup_Bps=900e9, nic_Bps=50e9)
+    assert fabric.rails(f) == 8 and fabric.job_leaves(f, 250) == 64
+    assert fabric.job_leaves(f, 32) == 8 and fabric.job_leaves(f, 33) == 16
+    # NCCL's tree bus bandwidth is half its algorithm bandwidth: 2 S / B at large sizes
+    big = 1e12
+    t = fabric.flat_all_reduce_time_s(big, f, 4, "tree")
+    assert t == pytest.approx(2 * big / 400e9, rel=1e-4)  # plus 51 us of tree latency
+    assert fabric.all_reduce_latency_s(f, 1) == pytest.approx(14 * 1.9e-6)  # one node: NVLink
+    with pytest.raises(ValueError, match="algorithm"):
+        fabric.flat_all_reduce_time_s(1.0, f, 2, "sharp")

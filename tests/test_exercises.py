@@ -53,3 +53,11 @@ def test_errors():
         check("test-ratio", float("nan"))
     with pytest.raises(ValueError, match="already registered"):
         register(Exercise(id="test-ratio", chapter="t", question="", answer=lambda: 3, why=""))
+
+
+def test_exact_answers_say_so():
+    # intro-last-wave has rel_tol = abs_tol = 0: the message must not end in "accepts answers ."
+    wrong, right = str(check("intro-last-wave", 0)), str(check("intro-last-wave", 32))
+    assert "accepts only the exact answer." in wrong and "answers ." not in wrong
+    assert right.startswith("Right: 32") and "the answer." in right and " of the" not in right
+    assert "accepts answers within 5%." in str(check("test-ratio", 4.0))

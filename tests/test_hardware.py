@@ -194,7 +194,10 @@ def test_gpu_scaleup_is_per_direction():
     assert hw.gpu("H100").scaleup_bidirectional_Bps == 900e9
     assert hw.gpu("B200").scaleup_Bps == 900e9
     assert hw.gpu("A100").scaleup_Bps == hw.link("nvlink3").per_direction_Bps
-    assert hw.gpu("MI355X").scaleup_Bps is None  # not verified: no number rather than a guess
+    # MI355X: 7 Infinity Fabric links of 153.6 GB/s bidirectional (Hume Consulting), per direction
+    # 7 x 76.8 GB/s; a secondary figure, so flagged unverified.
+    assert hw.gpu("MI355X").scaleup_Bps == pytest.approx(7 * 153.6e9 / 2)
+    assert not hw.gpu("MI355X").is_verified("scaleup_Bps")
 
 
 def test_measured_nvlink_is_below_the_per_direction_peak():
@@ -275,3 +278,87 @@ def test_systems_from_vendor_documents():
     assert (nvl72.gpu_count, nvl72.cpu_count, nvl72.scaleup_domain_gpus) == (72, 36, 72)
     assert hw.system("GB300 NVL72").max_power_w is None
     assert hw.system("DGX B200").hbm_bytes == 8 * hw.gpu("B200").hbm_bytes
+
+
+# --- issue 14: new rows, TF32 stored one way, driver-visible capacity, unverified fields -----
+
+def test_h100_pcie_matches_its_datasheet_column():
+    # NVIDIA H100 datasheet, H100 PCIe column: 114 SMs, BF16 1,513* / FP8 3,026* / TF32 756*
+    # TFLOPS (* with sparsity), FP64 26, 2,000 GB/s, 50 MB L2; product brief: 350 W maximum.
+    g = hw.gpu("H100 PCIe")
+    assert g.key == "h100_pcie" and g.sm_count == 114 and g.tdp_w == 350
+    assert g.peak_flops("bf16", sparse=True) == 1513e12
+    assert g.peak_flops("bf16") == 1513e12 / 2
+    assert g.peak_flops("fp8", sparse=True) == 3026e12
+    assert g.peak_flops("tf32", sparse=True) == 756e12
+    assert g.peak_flops("fp64") == 26e12
+    assert g.hbm_Bps == 2.0e12 and g.hbm_type == "HBM2e"
+    assert g.llc_bytes == 50 * u.MiB
+
+
+def test_h100_nvl_h200_nvl_gh200_rows_store_only_what_was_found():
+    # NVIDIA H100 page: NVL 1,671 TFLOPS sparse BF16 (torchtitan rounds the dense half to 835e12);
+    # MLPerf v4.0: 94 GB HBM3, 600 GB/s NVLink.
+    nvl = hw.gpu("H100 NVL")
+    assert nvl.peak_flops("bf16", sparse=True) == 1671e12 and nvl.hbm_bytes == 94 * u.GiB
+    assert nvl.peak_flops("bf16") == pytest.approx(835e12, rel=1e-3)
+    assert nvl.scaleup_bidirectional_Bps == 600e9
+    with pytest.raises(ValueError, match="no fp8 peak"):
+        nvl.peak_flops("fp8")
+    assert not nvl.is_verified("tdp_w") and not nvl.is_verified("sm_count")
+    # H200 NVL: 141 GB at 4.8 TB/s, 600 W (secondary); NVIDIA's H200 page: 1,671 TFLOPS sparse
+    # BF16 (quoted in allenai/OLMo-core#810); no FP8 figure found -> raises.
+    h200nvl = hw.gpu("H200 NVL")
+    assert h200nvl.hbm_bytes == hw.gpu("H200").hbm_bytes and h200nvl.tdp_w == 600
+    assert h200nvl.peak_flops("bf16", sparse=True) == 1671e12
+    with pytest.raises(ValueError, match="no fp8 peak"):
+        h200nvl.peak_flops("fp8")
+    with pytest.raises(ValueError, match="no document with its tensor peaks"):
+        hw.gpu("GH200").peak_flops("bf16")
+    # GH200 (MLPerf v4.1: 'GH200 Grace Hopper Superchip 144GB', HBM3e): no GPU TDP, no bandwidth.
+    gh = hw.gpu("GH200")
+    assert gh.key == "gh200_144gb" and gh.hbm_bytes == 144 * u.GiB and gh.tdp_w is None
+    with pytest.raises(ValueError, match="no published hbm_Bps"):
+        gh.need("hbm_Bps")
+    assert hw.gpu("H100").key == "h100_sxm"  # the bare name still means SXM
+
+
+def test_b200_and_b300_tf32_are_stored_the_same_way():
+    # HGX platform table: TF32 18 PFLOPS with sparsity per 8 GPUs, for HGX B200 and HGX B300.
+    for name in ("B200", "B300"):
+        g = hw.gpu(name)
+        assert g.peak_flops("tf32", sparse=True) == pytest.approx(18e15 / 8)
+        assert g.peak_flops("tf32") == pytest.approx(g.peak_flops("bf16") / 2)
+
+
+def test_driver_visible_capacity_is_what_nvidia_smi_prints():
+    # nvidia-smi memory.total: H100 80GB HBM3 81559 MiB (NVIDIA/nccl#1264), H200 143771 MiB,
+    # B200 183359 MiB (NVIDIA/TensorRT-LLM#10278).
+    for name, mib in (("H100", 81559), ("H200", 143771), ("B200", 183359)):
+        g = hw.gpu(name)
+        assert g.hbm_visible_bytes == mib * u.MiB
+        assert g.usable_hbm_bytes == mib * u.MiB < g.hbm_bytes
+    assert hw.gpu("MI300X").usable_hbm_bytes == hw.gpu("MI300X").hbm_bytes  # none published
+
+
+def test_last_level_caches_are_sourced():
+    # deviceQuery: H100 'L2 Cache Size: 52428800 bytes'; pytorch/ao#4002: B200 126.50 MB;
+    # AMD MI300X: 256 MB Infinity Cache at 17 TB/s peak.
+    assert hw.gpu("H100").llc_bytes == 52428800
+    assert hw.gpu("B200").llc_bytes == pytest.approx(126.5 * u.MiB)
+    mi = hw.gpu("MI300X")
+    assert mi.llc_name.startswith("Infinity Cache") and mi.llc_bytes == 256 * u.MiB
+    assert mi.llc_Bps == 17e12
+    assert hw.gpu("H100").llc_Bps is None  # NVIDIA publishes no L2 bandwidth
+    details = hw.gpu_details()
+    assert set(details["key"]) <= set(hw.gpus()["key"])
+    assert all("https://" in s or "search" in s for s in details["source"])
+
+
+def test_b300_power_and_sm_count_are_marked_unverified():
+    b300 = hw.gpu("B300")
+    assert b300.tdp_w == 1100 and not b300.is_verified("tdp_w")
+    assert b300.sm_count == 160 and not b300.is_verified("sm_count")
+    assert hw.gpu("B200").is_verified("tdp_w")
+    with pytest.raises(ValueError, match="no field"):
+        b300.is_verified("watts")

@@ -14,16 +14,21 @@ def heldout():
 
 def test_heldout_rows_parse_and_stay_out_of_the_calibration_set():
     held, base = published_runs(held_out=True), published_runs()
-    assert len(held) == 15 and len(base) == 18
-    assert not set(held["run_id"]) & set(base["run_id"])
+    assert len(held) >= 15 + 25 and len(base) == 18
+    assert not set(held["run_id"]) & set(base["run_id"]) and held["run_id"].is_unique
     assert held["held_out"].all() and not base["held_out"].any()
-    assert held["source"].str.contains("github.com/NVIDIA").all()
+    # every row names a public source: NVIDIA's benchmark tables and DGX Cloud recipes, and
+    # MLCommons' MLPerf Training results
+    assert held["source"].str.contains("https://").all()
+    assert held["source"].str.contains("NVIDIA|MLCommons|MLPerf").all()
     assert (held["tp"] * held["pp"] * held["dp"] * held["cp"] == held["num_gpus"]).all()
-    assert set(held["gpu"]) == {"H100 SXM", "B200", "GB200", "GB300"}
+    assert {"H100 SXM", "B200", "GB200", "GB300"} <= set(held["gpu"])
+    assert {"bf16", "fp8", "fp4"} <= set(held["precision"])
     # FSDP rows are priced as ZeRO-3; the others use Megatron's distributed optimizer
-    assert set(held.loc[held["zero_stage"] == 3, "run_id"]) == {
-        "bridge2511_h100_llama3_8b", "bridge2511_gb200_llama3_70b", "bridge2511_gb300_llama3_70b"}
-    assert (held["distributed_optimizer"] == (held["zero_stage"] == 0)).all()
+    fsdp = held["zero_stage"] == 3
+    assert {"bridge2511_h100_llama3_8b", "bridge2511_gb200_llama3_70b",
+            "bridge2511_gb300_llama3_70b"} <= set(held.loc[fsdp, "run_id"])
+    assert (held["distributed_optimizer"] == ~fsdp).all()
     assert not base["distributed_optimizer"].any() and (base["zero_stage"] == 0).all()
 
 
@@ -52,11 +57,15 @@ def test_heldout_source_numbers():
 def test_reported_tflops_follow_the_named_flop_convention():
     # Each table's TFLOP/s divided by its tokens/s is its FLOPs per token: NeMo 24.07 counts
     # full attention ("megatron"), Megatron-Bridge 25.11 causal attention ("bridge").
-    for _, r in published_runs(held_out=True).iterrows():
+    runs = published_runs(held_out=True)
+    both = runs["measured_tflops_per_gpu"].notna() & runs["measured_tokens_per_s_per_gpu"].notna()
+    assert both.sum() >= 40
+    for _, r in runs[both].iterrows():
         conv = r["flop_convention"].split(":")[0]
         per_token = r["measured_tflops_per_gpu"] * 1e12 / r["measured_tokens_per_s_per_gpu"]
+        # tables print tokens/s to three or four figures (625 for 405B on B200): 2%
         assert per_token == pytest.approx(model_flops_per_token(preset(r["model"]), conv),
-                                          rel=5e-3), r["run_id"]
+                                          rel=2e-2), r["run_id"]
 
 
 def test_heldout_predictions_are_finite_and_printed(heldout):

@@ -288,3 +288,45 @@ def test_small_array_forms_agree_with_scalars():
         assert arr[i] == mem.activations_per_layer_bytes(
             8192, int(b[i]), 8192, 64, tp=int(t[i]), sequence_parallel=bool(sp[i]),
             recompute=RECOMPUTE[rc[i]], **kw)
+
+
+# --- issue 14: two byte-per-parameter conventions, dropout, driver-visible capacity ----------
+
+def test_megatron_18_and_zero_paper_16_bytes_per_param_are_both_named():
+    # Megatron-LM theoretical_memory_usage.py: 18 B/param (FP32 main_grad); ZeRO paper
+    # (arXiv:1910.02054, Section 3.1 and Figure 1): 2 + 2 + 12 = 16, stage 2 = 2 + 14/Nd.
+    assert mem.bytes_per_param(1, 0, "megatron") == 18
+    assert mem.bytes_per_param(1, 0, "zero-paper") == 16
+    assert mem.bytes_per_param(64, 2, "zero-paper") == pytest.approx(2 + 14 / 64)
+    assert mem.bytes_per_param(64, 2, "megatron") == pytest.approx(2 + 16 / 64)
+    assert mem.bytes_per_param(64, 3, "zero-paper") == pytest.approx(16 / 64)
+    assert mem.bytes_per_param(64, 3, "megatron") == pytest.approx(18 / 64)
+    with pytest.raises(ValueError, match="convention"):
+        mem.bytes_per_param(8, 2, "deepspeed")
+
+
+def test_llama_presets_train_without_dropout():
+    # Korthikanti Table 2 counts 1-byte dropout masks: 10 sbh replicated (two masks) and 5as/h;
+    # Megatron's Llama 3 recipe sets --attention-dropout 0.0 --hidden-dropout 0.0: 8 sbh, 2as/h.
+    s, b, h, a = 2048, 1, 12288, 96
+    with_masks = mem.activations_per_layer_bytes(s, b, h, a, tp=8)
+    without = mem.activations_per_layer_bytes(s, b, h, a, tp=8, dropout=False)
+    assert with_masks - without == pytest.approx(s * b * h * (2 + 3 * a * s / (h * 8)))
+    assert mem.activations_per_layer_bytes(s, b, h, a, recompute="full", dropout=False) == 2 * s * b * h
+    assert not mem.trains_with_dropout(preset("llama3-70b"))
+    assert mem.trains_with_dropout(preset("gpt3-175b"))
+    m = preset("llama3-8b")
+    lay = Layout(tp=1, pp=1, dp=8, microbatch=1)
+    inferred = mem.training_memory(m, lay)
+    assert inferred.activations_bytes == mem.training_memory(m, lay, dropout=False).activations_bytes
+    assert inferred.activations_bytes < mem.training_memory(m, lay, dropout=True).activations_bytes
+    with pytest.raises(TypeError, match="dropout"):
+        mem.activations_per_layer_bytes(s, b, h, a, dropout="no")
+
+
+def test_fit_is_checked_against_the_driver_visible_capacity():
+    # nvidia-smi shows 81,559 MiB on an H100 "80 GB" (NVIDIA/nccl#1264), 361 MiB less than
+    # 80 GiB: the fit is checked against that, not against the nominal capacity.
+    m = preset("llama3-8b")
+    r = mem.training_memory(m, Layout(tp=1, pp=1, dp=8, microbatch=1), "H100")
+    assert r.capacity_bytes == 81559 * 2**20

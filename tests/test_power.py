@@ -221,6 +221,31 @@ def test_cap_rejects_bad_input():
 def test_published_constants_carry_sources():
     assert "2407.21783" in power.LLAMA3_405B.source
     assert "MODEL_CARD" in power.LLAMA3_405B.source
-    assert "2506.14551" in power.H100_NODE_MEASURED_SOURCE
+    assert "2506.14551" in power.H100_NODE_TYPICAL_SOURCE
+    assert "2412.08602" in power.H100_NODE_MAX_SOURCE
     assert "2205.09646" in power.CAP_SOURCE
-    assert math.isclose(power.H100_NODE_MEASURED_FRACTION, 0.76)
+    assert "nrel.gov" in power.PUE_LIQUID_SOURCE and "powershelf" in power.GB200_NVL72_RACK_SOURCE
+
+
+def test_h100_node_typical_and_maximum_are_two_levels():
+    # Newkirk et al. (arXiv:2506.14551): typical 76% of 10.2 kW; Latif et al.
+    # (arXiv:2412.08602): maximum observed 8.4 kW, "18% lower" than 10.2 kW.
+    assert math.isclose(power.H100_NODE_TYPICAL_FRACTION, 0.76)
+    assert power.H100_NODE_MAX_FRACTION == pytest.approx(0.82, abs=0.005)
+    assert power.H100_NODE_RATED_W == power.system_power("DGX H100").max_w
+
+
+def test_nvl72_rack_power_is_a_sourced_range():
+    # NVIDIA reference design: 8 power shelves x 6 PSUs x 5.5 kW = 264 kW, half usable N+N.
+    lo, hi = power.GB200_NVL72_RACK_W_RANGE
+    assert (lo, hi) == (120e3, 132e3)
+    assert power.GB200_NVL72_SHELVES * power.GB200_NVL72_SHELF_W / 2 == pytest.approx(hi)
+    assert lo == power.system_power("GB200 NVL72").max_w
+
+
+def test_liquid_cooled_pue_beside_the_industry_average():
+    from companion.explore import power as px
+    t = px.pue_table().set_index("PUE")["meter_kw"]
+    assert power.PUE_LIQUID_MEASURED == 1.036  # NREL ESIF, annualized
+    assert power.PUE_LIQUID_TYPICAL_RANGE == (1.1, 1.3) and power.PUE_INDUSTRY_AVERAGE == 1.58
+    assert t[1.58] / t[1.036] == pytest.approx(1.58 / 1.036)

@@ -214,3 +214,77 @@ def test_array_forms_broadcast_and_keep_the_hand_worked_values():
 def test_array_forms_reject_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --- issue 14: the last-level cache level and tile presets per architecture -------------------
+
+@dataclass(frozen=True)
+class CachedStub(StubGPU):
+    llc_bytes: float = 50 * 2**20  # H100 SXM: 'L2 Cache Size: 52428800 bytes' (deviceQuery)
+    llc_Bps: float | None = None  # NVIDIA publishes no L2 bandwidth
+    llc_name: str = "L2"
+    compute_capability: str = "9.0"
+
+
+H100_L2 = CachedStub("H100 SXM", 132, 989.4e12, 3.35e12, 80e9)
+B200_L2 = CachedStub("B200", 148, 2.25e15, 7.7e12, 180e9, llc_bytes=126.5 * 2**20,
+                     compute_capability="10.0")  # pytorch/ao#4002: 'L2 Cache Size: 126.50 MB'
+
+
+def test_seed_gemm_fits_in_l2_so_it_is_not_hbm_bound_when_warm():
+    # 512x4096x512 BF16: A 0.5 MiB + B 4 MiB + C 4 MiB = 8.9e6 bytes < 50 MiB (H100 L2) and
+    # < 126.5 MiB (B200 L2). Flushed, it is HBM-bound (2.66 us > 2.17 us compute on H100);
+    # warm, HBM drops out and only the compute roof is known (NVIDIA prints no L2 bandwidth).
+    cost = rl.gemm(512, 4096, 512)
+    assert cost.bytes_moved == pytest.approx(8.9e6, rel=0.01)
+    for gpu, compute_us, hbm_us in ((H100_L2, 2.17, 2.66), (B200_L2, 0.954, 1.16)):
+        cold = rl.cached_roofline_time(cost, gpu, warm=False)
+        warm = rl.cached_roofline_time(cost, gpu, warm=True)
+        assert cold.bound == "HBM" and not cold.resident
+        assert cold.time_s == pytest.approx(hbm_us * 1e-6, rel=0.01)
+        assert warm.resident and warm.bound == "compute" and warm.lower_bound_only
+        assert warm.time_s == pytest.approx(compute_us * 1e-6, rel=0.01)
+
+
+def test_the_seed_gemm_verdict_is_launch_latency_bound():
+    # PyTorch issue 161104 measures a tiny CUDA add at 1.1-1.3 us end to end: a fixed cost of
+    # that size already equals B200's whole roofline time, and 3 us exceeds H100's.
+    cost = rl.gemm(512, 4096, 512)
+    assert rl.cached_roofline_time(cost, B200_L2, overhead_s=1.1e-6).bound == "launch/latency"
+    assert rl.cached_roofline_time(cost, H100_L2, overhead_s=3e-6).bound == "launch/latency"
+    assert rl.cached_roofline_time(cost, H100_L2, overhead_s=1e-6).bound == "compute"
+
+
+def test_cache_level_with_a_bandwidth_and_a_working_set_that_does_not_fit():
+    # MI300X: 256 MB Infinity Cache at 17 TB/s (AMD slide): a 1 GB working set spills to HBM.
+    mi = CachedStub("MI300X", 304, 1307.4e12, 5.3e12, 192 * 2**30, llc_bytes=256 * 2**20,
+                    llc_Bps=17e12, compute_capability="gfx942")
+    small = rl.elementwise(8 * 2**20, "bf16")  # 32 MiB moved, fits
+    t = rl.cached_roofline_time(small, mi)
+    assert t.bound == "cache" and t.cache_s == pytest.approx(small.bytes_moved / 17e12)
+    big = rl.elementwise(2**29, "bf16")  # 2 GiB moved
+    assert rl.cached_roofline_time(big, mi).bound == "HBM"
+    with pytest.raises(ValueError, match="no last-level cache size"):
+        rl.cached_roofline_time(small, H100)  # the stub without an L2 figure
+    with pytest.raises(TypeError, match="warm"):
+        rl.cached_roofline_time(small, mi, warm="yes")
+
+
+def test_tile_presets_per_architecture():
+    assert rl.tile_preset(H100_L2).tile == (128, 256)
+    assert rl.tile_preset(B200_L2) is rl.TILE_PRESETS["blackwell"]
+    assert rl.TILE_PRESETS["blackwell"].sms_per_tile == 2
+    assert rl.tile_preset(A100).name == "ampere"  # no compute capability: Ampere's picture
+    # Blackwell: 8192^2 outputs in 256x256 tiles = 1024 tiles over 74 SM pairs = 14 waves
+    # (13.8 -> 14, 98.8% of pair slots busy); H100 with 128x256: 2048 tiles / 132 = 16 waves.
+    b = rl.gemm_efficiency(8192, 8192, B200_L2, tile="auto")
+    assert (b.tiles, b.waves) == (1024, 14)
+    assert b.wave_efficiency == pytest.approx(1024 / (14 * 74))
+    h = rl.gemm_efficiency(8192, 8192, H100_L2, tile="hopper")
+    assert (h.tiles, h.waves) == (2048, 16)
+    # The seed GEMM on B200 with 2-SM tiles: 2 x 16 = 32 tiles on 74 pairs, 43% busy.
+    s = rl.gemm_efficiency(512, 4096, B200_L2, tile="blackwell")
+    assert s.tiles == 32 and s.wave_efficiency == pytest.approx(32 / 74)
+    with pytest.raises(ValueError, match="tile"):
+        rl.gemm_efficiency(512, 512, H100_L2, tile="volta")
+    assert rl.gemm_time(8192, 8192, 8192, H100_L2, tile="auto").quantization.tiles == 2048

@@ -139,3 +139,45 @@ def test_every_table_row_cites_a_url():
 def test_bad_input_is_named(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_h100_driver_535_with_the_2405_container_is_documented():
+    # NGC 24.05 release notes: driver 545+, or on data-center GPUs R470 >= 470.57, R525 >= 525.85,
+    # R535 >= 535.86, R545 >= 545.23 (forward compatibility). 535.129.03 qualifies on H100.
+    f = stack.check_stack(gpu="H100", driver="535.129.03", container="ngc:24.05")
+    assert [x.severity for x in f] == ["info"]
+    assert "R535 >= 535.86" in f[0].message and "H100" in f[0].message
+    older = stack.check_stack(gpu="H100", driver="535.54.03", container="ngc:24.05")
+    assert any(x.severity == "warning" for x in older)  # below 535.86: minor-version compat only
+
+
+def test_mig_minimum_driver_is_labelled_as_such():
+    # MIG user guide: B200 R570 >= 570.133.20. A 535 driver predates Blackwell (error); a 570
+    # driver below 570.133.20 only misses the MIG minimum (warning).
+    e = [x for x in stack.check_stack(gpu="B200", driver="535.129.03") if x.severity == "error"]
+    assert e and "MIG" in e[0].message and "R535" in e[0].message
+    w = stack.check_stack(gpu="B200", driver="570.86.10")
+    assert any(x.severity == "warning" and "MIG needs" in x.message for x in w)
+    assert not any(x.severity == "error" for x in w)
+
+
+def test_ib_failure_detection_with_nccl_defaults_is_about_30_s():
+    # 4.096 us x 2^20 per attempt x 7 retries (NCCL defaults NCCL_IB_TIMEOUT=20, RETRY_CNT=7)
+    assert stack.ib_failure_detection_s() == pytest.approx(4.096e-6 * 2 ** 20 * 7)
+    assert 29 < stack.ib_failure_detection_s() < 31
+    with pytest.raises(ValueError, match="NCCL_IB_RETRY_CNT"):
+        stack.ib_failure_detection_s(20, 13)
+
+
+def test_2026_variables_are_known_with_their_defaults():
+    rows = stack.table("env_vars").set_index("name")
+    expect = {"NCCL_MNNVL_ENABLE": "2", "NCCL_COLLNET_ENABLE": "0", "NCCL_NVLS_CHUNKSIZE": "131072",
+              "NCCL_P2P_PXN_LEVEL": "2", "NCCL_IB_AR_THRESHOLD": "8192", "NCCL_RAS_ENABLE": "1",
+              "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "480", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+              "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+    for name, default in expect.items():
+        assert rows.loc[name, "default"].split(" ")[0] == default, name
+        assert "http" in rows.loc[name, "source"], name
+    assert not stack.env_check({"NCCL_RAS_ENABLE": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    bad = stack.env_check({"CUDA_DEVICE_MAX_CONNECTIONS": "64"})
+    assert bad and bad[0].severity == "error"

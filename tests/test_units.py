@@ -82,3 +82,13 @@ def test_efficiency_and_factor_ranges():
         u.line_rate_Bps(100, 0)
     with pytest.raises(ValueError, match="factor"):
         u.dense_from_sparse(1e15, factor=0.5)
+
+
+def test_mebibytes_as_nvidia_smi_prints_them():
+    # nvidia-smi memory.total on an H100 80GB HBM3: 81559 MiB (NVIDIA/nccl#1264), which is
+    # 79.65 GiB and 85.52 GB: less than the 80 GiB the registry reads "80 GB" as.
+    assert u.mib(81559) == 81559 * 2**20
+    assert u.to_gib(u.mib(81559)) == pytest.approx(79.647, abs=1e-3)
+    assert u.to_gb(u.mib(81559)) == pytest.approx(85.52, abs=0.01)
+    assert u.to_mib(u.gib(80)) == 81920
+    assert "GB = 10^9" in u.BYTE_CONVENTION and "GiB = 2^30" in u.BYTE_CONVENTION

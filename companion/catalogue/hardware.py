@@ -107,3 +107,12 @@ register(Exercise(
     answer=lambda: _gpu("B200").ridge_point("bf16") / _gpu("V100").ridge_point("fp16"),
     why="Compute grew faster than HBM bandwidth: ratio of (peak / bandwidth) of the two GPUs.",
     rel_tol=0.02, unit="x"))
+
+register(Exercise(
+    id="hw-h100-driver-reserve",
+    chapter="hardware",
+    question="nvidia-smi shows 81,559 MiB of memory on an H100 SXM sold as \"80 GB\". If \"80 GB\" "
+             "means 80 GiB, how many MiB does the driver keep out of sight?",
+    answer=lambda: units.to_mib(_gpu("H100").hbm_bytes - _gpu("H100").usable_hbm_bytes),
+    why="80 GiB = 80 x 1024 MiB = 81,920 MiB; subtract the driver-visible total.",
+    rel_tol=0.0, abs_tol=0.5, unit="MiB"))

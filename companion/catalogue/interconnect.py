@@ -1,4 +1,6 @@
 """Exercises of the interconnect chapter (NVLink and InfiniBand)."""
+import dataclasses
+
 from .. import comm, fabric, hardware
 from ..exercises import Exercise, register
 
@@ -42,17 +44,43 @@ register(Exercise(
         "can exceed the 450 GB/s line rate.",
     rel_tol=0.01, unit="GB/s"))
 
+def _seed_dp():
+    """The seed's 2,000 GPUs as 250 DGX B200 nodes with NDR NICs (the chapter's fabric)."""
+    return _ic().bucket_fabric("NDR", "DGX B200"), 250
+
+
+def eight_byte_ring_ms() -> float:
+    """An 8-byte ring all-reduce over the seed's 2,000 GPUs, priced as NCCL prices it."""
+    f, d = _seed_dp()
+    return fabric.flat_all_reduce_time_s(8, f, d, "ring") * 1e3
+
+
 register(Exercise(
     id="ic-8byte-ring-2000",
     chapter=CHAPTER,
-    question="An 8-byte all-reduce runs as a ring over 2,000 GPUs, each step costing NCCL's "
-             "4 us network latency, on 400 Gb/s NDR links. How many milliseconds does it take?",
-    answer=lambda: comm.collective_time_s("all_reduce", 8, 2000,
-                                          hardware.link("NDR").per_direction_Bps,
-                                          fabric.NCCL_NET_STEP_S, algorithm="ring") * 1e3,
-    why="A ring all-reduce has 2(n-1) latency steps; the bandwidth term of 8 bytes is "
-        "negligible. A tree needs only 2 ceil(log2 n) steps.",
+    question="An 8-byte all-reduce runs as a ring over 2,000 GPUs in 250 DGX B200 nodes. NCCL's "
+             "tuning model prices the 2(nodes - 1) ring steps that cross the network at 4 us "
+             "and the other steps, over NVLink, at 1.9 us. How many milliseconds does it take?",
+    answer=eight_byte_ring_ms,
+    why="2(n-1) = 3,998 steps, 498 of them across nodes: 3,500 x 1.9 us + 498 x 4 us; the "
+        "bandwidth term of 8 bytes is negligible. NCCL's tree needs 2((g-1) t_nvl + "
+        "floor(log2 nodes) t_net) instead.",
     rel_tol=0.02, unit="ms"))
+
+register(Exercise(
+    id="ic-tp16-cross-node",
+    chapter=CHAPTER,
+    question="A TP-16 ring all-reduce of a large activation runs across two DGX B200 nodes "
+             "(NVLink 5 at 900 GB/s per direction, eight 400 Gb/s NICs per node) instead of "
+             "inside one 72-GPU NVLink domain. Ignoring latency, how many times longer does it "
+             "take?",
+    answer=lambda: fabric.cross_domain_ring_slowdown(
+        dataclasses.replace(_ic().system_fabric("DGX B200"), scaleup_latency_s=0.0,
+                            net_latency_s=0.0), 1e9, 16),
+    why="NCCL spreads the ring's channels over all eight rails, so each node's 8 x 50 GB/s = "
+        "400 GB/s serve every GPU's ring traffic: 900 / 400 = 2.25 times, not the 18 times of "
+        "one 50 GB/s NIC against NVLink; latency adds 2 network steps on top.",
+    rel_tol=0.02, unit="x"))
 
 register(Exercise(
     id="ic-hdr-leaf-factor",
@@ -71,10 +99,13 @@ register(Exercise(
 register(Exercise(
     id="ic-slow-leaf-probability",
     chapter=CHAPTER,
-    question="A job spans 8 leaf switches picked at random; one leaf in 8 of the building is "
-             "still HDR. What is the probability that the job touches at least one HDR leaf?",
-    answer=lambda: fabric.slow_leaf_probability(1 / 8, 8),
-    why="1 - (1 - f)^k with f = 1/8 and k = 8 leaves: more likely than not.",
+    question="A rail-optimized job of 250 DGX B200 nodes puts each node's 8 NICs on 8 rails, "
+             "and a rail's leaf switch takes 32 nodes. One leaf in 8 of the building is still "
+             "HDR, placed at random. What is the probability that the job touches no HDR leaf?",
+    answer=lambda: 1 - fabric.slow_leaf_probability(
+        1 / 8, fabric.job_leaves(_ic().system_fabric("DGX B200"), 250)),
+    why="ceil(250 / 32) = 8 leaves on each of 8 rails: k = 64 leaves, and (1 - 1/8)^64 is "
+        "about 2 in 10,000. Counting only one rail's 8 leaves would give 34%.",
     rel_tol=0.02, unit=""))
 
 register(Exercise(

@@ -72,3 +72,14 @@ register(Exercise(
     why="Per layer sbh(34 + 5as/h) without recompute and 34 sbh with it: the saving is "
         "(5as/h) / (34 + 5as/h).",
     rel_tol=0.0, abs_tol=0.01))
+
+register(Exercise(
+    id="mem-seed-l2-share", chapter="memory",
+    question="The seeds' 512 x 4096 x 512 BF16 GEMM reads A and B and writes C once. What "
+             "fraction of an H100 SXM's 50 MB L2 (52,428,800 bytes, as deviceQuery reports it) "
+             "does that working set fill?",
+    answer=lambda: (roofline.gemm(*roofline.SEED_FFN_SHAPE, "bf16").bytes_moved
+                    / roofline.resolve_gpu("H100").llc_bytes),
+    why="2(mk + kn + mn) bytes over the L2 size: far below 1, so a loop that does not flush the "
+        "cache times the GEMM from L2, not from HBM.",
+    rel_tol=0.02))

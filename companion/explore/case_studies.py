@@ -74,10 +74,9 @@ def outcomes(which: str, seed_power: bool = False) -> tuple:
 
 
 def outcome_table(which: str) -> pd.DataFrame:
-    """:func:`companion.cases.table` of :func:`outcomes`, with days at the held-out shortfall."""
+    """:func:`companion.cases.table` of :func:`outcomes`: days with the step-time band's low
+    and high ends (``days_low``, ``days_high``)."""
     t = cases.table(outcomes(which)).set_index("scenario")
-    t.insert(t.columns.get_loc("days") + 1, "days_at_heldout_shortfall",
-             t["days"] * cases.heldout_shortfall())
     return t.drop(columns=["gpu", "precision", "gpus"]).rename(
         columns={"electricity_cost": "electricity_yuan"})
 

@@ -22,8 +22,13 @@ SHORT_NAMES = {
     "V100": "V100", "A100": "A100", "H100": "H100", "H200": "H200",
     "B200": "B200 (HGX)", "GB200": "B200 (GB200)", "B300": "B300 (HGX)",
     "GB300": "B300 (GB300)", "MI300X": "MI300X", "MI325X": "MI325X", "MI355X": "MI355X",
+    "H100 PCIe": "H100 PCIe", "H100 NVL": "H100 NVL", "H200 NVL": "H200 NVL",
+    "GH200": "H100 (GH200)",
 }
-GPU_NAMES = tuple(SHORT_NAMES)
+#: The flagship configurations the chapter compares; the Hopper variants are listed apart
+#: (:data:`HOPPER_VARIANTS`), because several of their rows lack peaks no document gave.
+GPU_NAMES = tuple(SHORT_NAMES)[:11]
+HOPPER_VARIANTS = ("H100", "H100 PCIe", "H100 NVL", "H200", "H200 NVL", "GH200")
 
 #: Groups the explorer's "GPUs" menu offers.
 GPU_SETS = {
@@ -32,6 +37,7 @@ GPU_SETS = {
     "AMD": GPU_NAMES[8:],
     "8-GPU boards (HGX, OAM)": ("V100", "A100", "H100", "H200", "B200", "B300",
                                 "MI300X", "MI325X", "MI355X"),
+    "Hopper: SXM, PCIe, NVL, GH200": HOPPER_VARIANTS,
 }
 
 #: Precisions the explorer offers, in ladder order (``fp16`` so that V100 has a bar).
@@ -56,7 +62,7 @@ def _spec(name):
 def label(name):
     """Chart label of a GPU: release year and short name, so that labels sort by age."""
     g = _spec(name)
-    key = next((k for k in GPU_NAMES if _spec(k).key == g.key), g.name)
+    key = next((k for k in SHORT_NAMES if _spec(k).key == g.key), g.name)
     return f"{g.year} {SHORT_NAMES.get(key, g.name)}"
 
 
@@ -65,11 +71,22 @@ def sixteen_bit(g):
     return "bf16" if "bf16" in g.precisions() else "fp16"
 
 
+#: Column names of :func:`peaks` that title the explorer's axes (words, with the unit).
+PEAK_GPU = "GPU (release year and configuration)"
+PEAK_VALUE = "value (TFLOP/s, FLOP/byte or GFLOP/s per W, per the metric menu)"
+
+#: Keyword arguments shared by the explorer's static and live charts.
+PEAKS_CHART = dict(x=f"{PEAK_GPU}:N", y=f"{PEAK_VALUE}:Q", mark="bar",
+                   tooltip=[PEAK_GPU, "arch", PEAK_VALUE, "unit", "tdp_w"],
+                   title="TFLOP/s, FLOP/byte or GFLOP/s per watt (see the metric menu)")
+
+
 def peaks(precision="bf16", sparsity="dense", metric="peak TFLOP/s", gpus="all"):
     """The explorer's model: one row per GPU of ``gpus`` that has the chosen peak.
 
     A GPU without the precision (V100 has no bf16, A100 no fp8) or without a sparse figure
-    gets no row: a missing bar means "not published", never zero.
+    gets no row: a missing bar means "not published", never zero. So does a GPU without the
+    TDP that "GFLOP/s per watt" needs (GH200's limit covers the whole module).
     """
     checks.choice("precision", precision, EXPLORER_PRECISIONS)
     checks.choice("sparsity", sparsity, ("dense", "sparse"))
@@ -81,11 +98,11 @@ def peaks(precision="bf16", sparsity="dense", metric="peak TFLOP/s", gpus="all")
     for name in GPU_SETS[gpus]:
         g = _spec(name)
         have = g.sparse_precisions() if sparse else g.precisions()
-        if precision not in have:
+        if precision not in have or (metric == "GFLOP/s per watt" and g.tdp_w is None):
             continue
-        rows.append({"gpu": label(name), "vendor": g.vendor, "arch": g.arch,
-                     "value": fn(g, precision, sparse), "unit": unit, "tdp_w": g.tdp_w})
-    return pd.DataFrame(rows, columns=["gpu", "vendor", "arch", "value", "unit", "tdp_w"])
+        rows.append({PEAK_GPU: label(name), "vendor": g.vendor, "arch": g.arch,
+                     PEAK_VALUE: fn(g, precision, sparse), "unit": unit, "tdp_w": g.tdp_w})
+    return pd.DataFrame(rows, columns=[PEAK_GPU, "vendor", "arch", PEAK_VALUE, "unit", "tdp_w"])
 
 
 #: The road from the "20 PFLOPS FP4" headline to the number a BF16 training run can use.
@@ -149,6 +166,27 @@ def spec_table(names=GPU_NAMES):
             "hbm_sweep_ms": g.hbm_bytes / g.hbm_Bps * 1e3,
         })
     return pd.DataFrame(rows)
+
+
+def variants_table(names=HOPPER_VARIANTS):
+    """The Hopper configurations side by side: what each row's documents give, blank where
+    none was found, and which figures are from secondary copies only ("unverified")."""
+    def maybe(value, scale=1.0):
+        return np.nan if value is None else value / scale
+
+    rows = []
+    for name in names:
+        g = hardware.gpu(name)
+        rows.append({
+            "GPU": g.name, "form factor": g.form_factor, "SMs": maybe(g.sm_count),
+            "BF16 dense TFLOP/s": (units.to_tflops(g.peak_flops("bf16"))
+                                   if "bf16" in g.precisions() else np.nan),
+            "HBM GiB (nominal)": g.hbm_bytes / units.GiB,
+            "HBM GiB (driver-visible)": maybe(g.hbm_visible_bytes, units.GiB),
+            "HBM TB/s": maybe(g.hbm_Bps, units.TB), "TDP W": maybe(g.tdp_w),
+            "scale-up GB/s per direction": maybe(g.scaleup_Bps, units.GB),
+            "unverified": ", ".join(g.unverified)})
+    return pd.DataFrame(rows).set_index("GPU")
 
 
 def generations(names=("V100", "A100", "H100", "H200", "B200", "B300")):
@@ -266,6 +304,24 @@ CLAIM_TOLERANCE = claims.TOLERANCE
 def verdict(agreements):
     """correct if every checked figure agrees, wrong if none does, partly-correct otherwise."""
     return claims.verdict_of(claims.Finding("", "", bool(ok)) for ok in agreements)
+
+
+def _cell(text):
+    # one Markdown table cell: pipes escaped, line breaks kept as <br> so long quotes wrap
+    return str(text).replace("|", "\\|").replace("\n", "<br>")
+
+
+def claims_markdown(frame, columns=(("id", "claim"), ("quote_zh", "seed (Chinese)"),
+                                    ("quote_en", "translation"), ("seed_says", "seed says"),
+                                    ("registry_says", "registry says"),
+                                    ("verdict", "verdict"))):
+    """A :func:`seed_claims` frame as a Markdown table (pipe syntax), which the book renders
+    with wrapped cells instead of a wide DataFrame."""
+    head = "| " + " | ".join(title for _, title in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(_cell(row[col]) for col, _ in columns) + " |"
+            for _, row in frame.iterrows()]
+    return "\n".join([head, rule, *body])
 
 
 def seed_claims(chapter="hardware"):

@@ -8,6 +8,7 @@ Bandwidths are bytes/s per direction throughout, as in the registry.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -27,6 +28,34 @@ def _chart_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if pd.api.types.is_float_dtype(out[col]):
             out[col] = [float(f"{v:.{CHART_DIGITS}g}") for v in out[col]]
     return out
+
+
+#: Chart column names in words with units (the model functions keep short names for code).
+CHART_LABELS = {
+    "size_bytes": "message size (bytes)", "time_us": "time (µs)",
+    "busbw_GBps": "bus bandwidth (GB/s)", "hidden": "hidden size",
+    "comm_share": "TP all-reduce share of layer time", "gpu": "GPU",
+    "time_ms": "time (ms)", "network_ms": "network phase (ms)", "domains": "NVLink domains",
+    "expert_parallel": "expert-parallel GPUs", "nvlink_ms": "NVLink part (ms)",
+    "gpus": "GPUs", "step_over_ideal": "step / ideal step",
+    "bucket_MB": "bucket size (MB)", "exposed_ms": "exposed after the backward pass (ms)",
+    "buckets": "buckets per step",
+}
+
+
+def labelled(fn):
+    """``fn`` with its frame's columns renamed by :data:`CHART_LABELS`, for chart axes and
+    tooltips; the numbers are ``fn``'s own."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs).rename(columns=CHART_LABELS)
+    return wrapper
+
+
+def label(column: str, kind: str = "Q") -> str:
+    """Altair shorthand for a labelled column: ``label("size_bytes")`` -> ``"message size
+    (bytes):Q"``."""
+    return f"{CHART_LABELS.get(column, column)}:{kind}"
 
 
 # -- links -------------------------------------------------------------------------------------
@@ -186,13 +215,24 @@ def tp_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:
 TP_HIDDENS = (2048, 4096, 5120, 8192, 12288, 16384)
 
 
-def tp_share_curves(seq_len: int = 4096, tp: int = 8, algorithm: str = "ring") -> pd.DataFrame:
-    """Exposed TP share (no overlap) against hidden size for A100, H100 and B200."""
+TP_BANDWIDTHS = ("measured", "line rate")
+
+
+def tp_share_curves(seq_len: int = 4096, tp: int = 8, algorithm: str = "ring",
+                    bandwidth: str = "measured") -> pd.DataFrame:
+    """Exposed TP share (no overlap) against hidden size for A100, H100 and B200.
+
+    ``bandwidth="measured"`` runs each algorithm at its published efficiency on NVLink
+    (:data:`companion.comm.PUBLISHED_EFFICIENCY`: ring 82%, NVLS 69% of its bound), so NVLS
+    shows the gain it has in practice; ``"line rate"`` shows the alpha-beta bounds.
+    """
+    checks.choice("bandwidth", bandwidth, TP_BANDWIDTHS)
+    eff = comm.published_efficiency(algorithm, "nvlink") if bandwidth == "measured" else 1.0
     rows = []
     for name in ("A100", "H100", "B200"):
         for h in TP_HIDDENS:
             r = tp_layer(name, hidden=h, heads=h // 128, seq_len=seq_len, tp=tp,
-                         algorithm=algorithm)
+                         algorithm=algorithm, link_efficiency=eff)
             rows.append({"hidden": h, "comm_share": r.comm_share, "gpu": name})
     return _chart_frame(pd.DataFrame(rows))
 
@@ -215,6 +255,15 @@ def system_fabric(system: str, slow_leaf_fraction: float = 0.0, slow_link: str |
                          slow_nic_Bps=slow, name=s.name)
 
 
+def measured_fabric(f: fabric.Fabric, inter_algorithm: str) -> fabric.Fabric:
+    """``f`` with its NICs at the published efficiency of ``inter_algorithm``: 94% of line rate
+    for ring and tree (46-48 GB/s per NDR NIC), 80% for SHARP (the switches' reduction; a
+    developer's rule of thumb), from :data:`companion.comm.PUBLISHED_EFFICIENCY`."""
+    alg = checks.choice("inter_algorithm", inter_algorithm, ("ring", "tree", "sharp"))
+    eff = comm.published_efficiency("sharp" if alg == "sharp" else "ring", "ib")
+    return dataclasses.replace(f, nic_Bps=f.nic_Bps * eff)
+
+
 HIER_SYSTEMS = ("DGX B200", "GB200 NVL72")
 _SHORT = {"DGX B200": "DGX", "GB200 NVL72": "NVL72"}  # legend labels short enough to show
 HIER_SIZES = tuple(2 ** e for e in range(16, 36, 2))  # 64 KiB .. 16 GiB
@@ -225,7 +274,8 @@ def hierarchical_curves(total_gpus: int = 576, inter_algorithm: str = "ring",
     """All-reduce time against size on ``total_gpus`` GPUs: 8-GPU nodes ("DGX") vs NVL72 racks.
 
     Hierarchical (:func:`companion.fabric.hierarchical_all_reduce_time_s`) and, for contrast,
-    one flat NCCL ring (:func:`companion.fabric.flat_ring_all_reduce_time_s`).
+    one flat NCCL ring (:func:`companion.fabric.flat_ring_all_reduce_time_s`), every NIC at the
+    published efficiency of its algorithm (:func:`measured_fabric`).
     """
     n = checks.number("total_gpus", total_gpus, integer=True, minimum=1)
     s = np.asarray(sizes, dtype=float)
@@ -234,8 +284,9 @@ def hierarchical_curves(total_gpus: int = 576, inter_algorithm: str = "ring",
         f = system_fabric(name)
         checks.divides("gpus per domain", f.gpus_per_domain, "total_gpus", n)
         d = n // f.gpus_per_domain
-        h = fabric.hierarchical_all_reduce_time_s(s, f, d, inter_algorithm)
-        flat = fabric.flat_ring_all_reduce_time_s(s, f, d)
+        h = fabric.hierarchical_all_reduce_time_s(s, measured_fabric(f, inter_algorithm), d,
+                                                  inter_algorithm)
+        flat = fabric.flat_ring_all_reduce_time_s(s, measured_fabric(f, "ring"), d)
         frames.append(pd.DataFrame({"size_bytes": np.asarray(sizes), "time_ms": h.total_s * 1e3,
                                     "network_ms": h.scaleout_s * 1e3, "domains": d,
                                     "fabric": f"{_SHORT[name]} hier."}))
@@ -286,6 +337,33 @@ def moe_curves(bytes_per_gpu: float, eps=MOE_EP) -> pd.DataFrame:
     return _chart_frame(pd.DataFrame(rows))
 
 
+# -- tensor parallelism across two nodes -------------------------------------------------------
+
+def tp_cross_node_table(size_bytes: float, tp: int = 16, system: str = "DGX B200") -> pd.DataFrame:
+    """One ring all-reduce of ``size_bytes`` over ``tp`` GPUs: inside one NVLink domain that
+    holds them all, across ``tp / g`` nodes of ``system`` as NCCL runs it (channels over all the
+    rails, :func:`companion.fabric.flat_all_reduce_time_s`), and the naive reading in which the
+    cross-node hop has one NIC's bandwidth (for contrast: NCCL does not run it that way)."""
+    f = system_fabric(system)
+    n = checks.number("tp", tp, integer=True, minimum=2)
+    checks.divides("gpus per node", f.gpus_per_domain, "tp", n)
+    d = n // f.gpus_per_domain
+    inside = dataclasses.replace(f, gpus_per_domain=n)
+    one_nic = comm.collective_time_s("all_reduce", size_bytes, n, f.nic_Bps, f.net_latency_s)
+    rows = [("inside one NVLink domain", f.scaleup_Bps,
+             fabric.all_reduce_latency_s(inside, 1),
+             fabric.flat_all_reduce_time_s(size_bytes, inside, 1)),
+            (f"across {d} {system} nodes (NCCL: all rails)", fabric.flat_Bps(f, d),
+             fabric.all_reduce_latency_s(f, d), fabric.flat_all_reduce_time_s(size_bytes, f, d)),
+            ("naive: one NIC per GPU on every hop", f.nic_Bps,
+             comm.collective_time_s("all_reduce", 0.0, n, f.nic_Bps, f.net_latency_s), one_nic)]
+    out = pd.DataFrame(rows, columns=["ring", "bandwidth_Bps", "latency_s", "time_s"])
+    return pd.DataFrame({"ring": out["ring"],
+                         "GB/s per GPU per direction": out["bandwidth_Bps"] / 1e9,
+                         "latency_us": out["latency_s"] * 1e6, "time_ms": out["time_s"] * 1e3,
+                         "x inside": out["time_s"] / out["time_s"].iloc[0]})
+
+
 # -- the mixed HDR/NDR fabric, tail latency, buckets ------------------------------------------
 
 TAIL_SIZES = (8, 32, 128, 512, 2048, 8192)
@@ -293,17 +371,18 @@ TAIL_SIZES = (8, 32, 128, 512, 2048, 8192)
 
 def tail_curves(straggler_prob: float = 1e-4, congested_link_prob: float = 0.0,
                 congestion_slowdown: float = 0.0, comm_fraction: float = 0.15,
-                straggler_slowdown: float = 0.5, sizes=TAIL_SIZES, steps: int = 2000,
-                seed: int = 0) -> pd.DataFrame:
+                straggler_slowdown: float = 0.5, jitter: float = fabric.ASSUMED_JITTER,
+                sizes=TAIL_SIZES, steps: int = 2000, seed: int = 0) -> pd.DataFrame:
     """P50 and P99 step time over the ideal step, against cluster size (seeded Monte Carlo).
 
     A step is 1 unit of work, ``comm_fraction`` of it exposed communication; each GPU is a
     straggler with ``straggler_prob`` (``straggler_slowdown`` extra compute) and each link is
     congested with ``congested_link_prob`` (the collective takes ``1 + congestion_slowdown``
-    times longer). See :func:`companion.fabric.tail_latency`.
+    times longer); every GPU's compute also carries ``jitter`` (an assumed noise scale, see
+    :data:`companion.fabric.ASSUMED_JITTER`). See :func:`companion.fabric.tail_latency`.
     """
     c = checks.number("comm_fraction", comm_fraction, minimum=0, maximum=0.99)
-    r = fabric.tail_latency(sizes, 1.0 - c, c, straggler_prob=straggler_prob,
+    r = fabric.tail_latency(sizes, 1.0 - c, c, jitter=jitter, straggler_prob=straggler_prob,
                             straggler_slowdown=straggler_slowdown,
                             congested_link_prob=congested_link_prob,
                             congestion_slowdown=congestion_slowdown, steps=steps, seed=seed)
@@ -338,7 +417,8 @@ class HdrLeafStory:
     """The seed's 2,000-GPU data-parallel job on an NDR fabric with HDR leaves (seconds)."""
     gpus: int
     domains: int
-    leaves: int
+    leaves: int  # all rails together
+    rails: int
     slow_leaf_fraction: float
     p_touch_slow_leaf: float
     grad_bytes: float
@@ -349,6 +429,10 @@ class HdrLeafStory:
     hdr_Bps: float
     seq_len: int
     microbatches: int
+
+    @property
+    def leaves_per_rail(self) -> int:
+        return self.leaves // self.rails
 
     @property
     def step_healthy_s(self) -> float:
@@ -383,7 +467,9 @@ def hdr_leaf_story(gpus: int = 2000, system: str = "DGX B200", seq_len: int = 40
     ``microbatches`` sequences of ``seq_len`` tokens per GPU (an upper bound on speed, so the
     communication share is, if anything, overstated). Communication: one hierarchical
     all-reduce of the bf16 gradients (:class:`companion.model.Transformer` parameter count),
-    not overlapped. The job spans ``gpus / 8`` nodes; a rail's leaf takes 32 of them.
+    not overlapped. The job spans ``gpus / 8`` nodes; a rail's leaf takes 32 of them, and a
+    rail-optimized node plugs each of its 8 NICs into a different rail, so the job touches
+    ``8 x ceil(nodes / 32)`` leaves (:func:`companion.fabric.job_leaves`).
     """
     from ..model import Transformer
     n = checks.number("gpus", gpus, integer=True, minimum=1)
@@ -391,7 +477,7 @@ def hdr_leaf_story(gpus: int = 2000, system: str = "DGX B200", seq_len: int = 40
     mixed = system_fabric(system, slow_leaf_fraction=slow_leaf_fraction, slow_link=slow_link)
     checks.divides("gpus per domain", healthy.gpus_per_domain, "gpus", n)
     d = n // healthy.gpus_per_domain
-    leaves = math.ceil(d / healthy.domains_per_leaf)
+    leaves = fabric.job_leaves(healthy, d)
     gpu = hardware.system(system).gpu()
     m = Transformer("gpt-13b", GPT_13B["layers"], GPT_13B["hidden"], GPT_13B["heads"],
                     4 * GPT_13B["hidden"], 51200, seq_len)
@@ -400,7 +486,7 @@ def hdr_leaf_story(gpus: int = 2000, system: str = "DGX B200", seq_len: int = 40
     grad = m.params * roofline.dtype_bytes("bf16")
     t_h = fabric.hierarchical_all_reduce_time_s(grad, healthy, d).total_s
     t_m = fabric.hierarchical_all_reduce_time_s(grad, mixed, d).total_s
-    return HdrLeafStory(n, d, leaves, slow_leaf_fraction,
+    return HdrLeafStory(n, d, leaves, fabric.rails(healthy), slow_leaf_fraction,
                         fabric.slow_leaf_probability(slow_leaf_fraction, leaves), grad,
                         compute_s, t_h, t_m, healthy.nic_Bps, mixed.bottleneck_nic_Bps,
                         seq_len, microbatches)
@@ -416,24 +502,31 @@ def megatron_default_bucket_elements(dp: int) -> int:
     return max(40_000_000, 1_000_000 * dp)
 
 
+def bucket_fabric(link: str = "NDR", system: str = "DGX B200") -> fabric.Fabric:
+    """``system``'s fabric with its NICs running at ``link``'s rate (``"NDR"``, ``"HDR"``)."""
+    return dataclasses.replace(system_fabric(system),
+                               nic_Bps=hardware.link(link).per_direction_Bps)
+
+
 def bucket_curves(gpus: int = 2048, link: str = "NDR", backward_ms: float = 800.0,
                   grad_bytes: float = 26e9, system: str = "DGX B200",
                   buckets=BUCKET_SIZES) -> pd.DataFrame:
     """Exposed gradient communication after the backward pass against bucket size.
 
-    One flat all-reduce per bucket over ``gpus`` ranks, ring or tree, at the per-GPU network
-    bandwidth of ``system`` nodes with their NICs running at ``link``'s rate (a flat ring
-    crosses each node once per channel, so all the node's NICs serve it together, capped by
-    NVLink, as in :func:`companion.fabric.flat_ring_all_reduce_time_s`); every latency step is
-    priced as a network step
-    (:func:`companion.fabric.bucket_tradeoff`).
+    One flat NCCL all-reduce per bucket over ``gpus`` ranks in ``system`` nodes whose NICs run
+    at ``link``'s rate, ring or tree, priced as NCCL's tuning model prices it
+    (:func:`companion.fabric.flat_all_reduce_time_s`: only the steps that cross nodes pay the
+    network latency; the ring's bandwidth is the node's NICs together, capped by NVLink), and
+    scheduled by :func:`companion.fabric.bucket_plan`.
     """
-    f = dataclasses.replace(system_fabric(system), nic_Bps=hardware.link(link).per_direction_Bps)
-    bw = min(f.scaleup_Bps, f.gpus_per_domain * fabric.scaleout_ring_Bps(f))
+    f = bucket_fabric(link, system)
+    n = checks.number("gpus", gpus, integer=True, minimum=1)
+    checks.divides("gpus per node", f.gpus_per_domain, "gpus", n)
+    d = n // f.gpus_per_domain
     frames = []
-    for alg in ("ring", "tree"):
-        plan = fabric.bucket_tradeoff(grad_bytes, np.asarray(buckets), backward_ms * 1e-3, gpus,
-                                      bw, fabric.NCCL_NET_STEP_S, algorithm=alg)
+    for alg in fabric.FLAT_ALGORITHMS:
+        plan = fabric.bucket_plan(grad_bytes, np.asarray(buckets), backward_ms * 1e-3,
+                                  lambda size: fabric.flat_all_reduce_time_s(size, f, d, alg))
         frames.append(pd.DataFrame({"bucket_MB": plan.bucket_bytes / 1e6,
                                     "exposed_ms": plan.exposed_s * 1e3,
                                     "buckets": plan.n_buckets, "algorithm": alg}))
@@ -468,12 +561,13 @@ def measured_chart(frame: pd.DataFrame, title: str = ""):
     return (points + line).properties(width=420, height=260, title=title)
 
 
-__all__ = ["LADDER_KEYS", "EXPLORER_LINKS", "EXPLORER_OPS", "EXPLORER_GPUS", "link_ladder",
+__all__ = ["CHART_LABELS", "labelled", "label", "LADDER_KEYS", "EXPLORER_LINKS", "EXPLORER_OPS", "EXPLORER_GPUS", "link_ladder",
            "link_ladder_chart", "explorer_link", "algorithms_for", "collective_curves",
            "half_bandwidth_size",
            "PUBLISHED_H100_NVLS", "published_vs_model", "SEED_TP_SHARE", "TPLayer", "tp_layer",
            "tp_table", "tp_share_curves", "system_fabric", "hierarchical_curves",
-           "hierarchical_table", "moe_dispatch_bytes", "moe_curves", "tail_curves",
+           "hierarchical_table", "measured_fabric", "tp_cross_node_table", "TP_BANDWIDTHS",
+           "bucket_fabric", "moe_dispatch_bytes", "moe_curves", "tail_curves",
            "congestion_to_double_p99", "congested_link_prob_for", "HdrLeafStory", "GPT_13B",
            "hdr_leaf_story",
            "megatron_default_bucket_elements", "bucket_curves", "measured_frame",

@@ -12,7 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import checks, hardware, memory, roofline, units
+from .. import calibration, checks, hardware, memory, roofline, units
 from ..model import Layout, preset
 from .core import Choice, Slider
 
@@ -65,7 +65,11 @@ def gpu_table(gpus=ROOFLINE_GPUS) -> pd.DataFrame:
     for name in gpus:
         g = hardware.gpu(name)
         row = {"GPU": g.name, "BF16 dense TFLOP/s": units.to_tflops(g.peak_flops("bf16")),
-               "HBM TB/s": g.hbm_Bps / units.TB, "HBM GiB": g.hbm_bytes / units.GiB,
+               "HBM TB/s": g.hbm_Bps / units.TB, "HBM GiB (nominal)": g.hbm_bytes / units.GiB,
+               "HBM GiB (driver-visible)": (np.nan if g.hbm_visible_bytes is None
+                                            else g.hbm_visible_bytes / units.GiB),
+               "last-level cache MiB": (np.nan if g.llc_bytes is None
+                                        else g.llc_bytes / units.MiB),
                "ridge BF16 (FLOP/B)": g.ridge_point("bf16")}
         row["ridge FP8 (FLOP/B)"] = (g.ridge_point("fp8") if "fp8" in g.precisions()
                                      else np.nan)
@@ -118,19 +122,103 @@ def kernel_table(costs, gpus=("H100", "B200"), precision: str = "bf16") -> pd.Da
     return pd.DataFrame(rows)
 
 
+#: Labels of the two GEMM efficiency figures the book shows side by side.
+IDEAL_LABEL = "ideal roofline (tile/wave quantization only)"
+BURST_LABEL = "published burst (MAMF)"
+
+
 def seed_gemm_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:
-    """The seeds' 512 x 4096 x 512 GEMM on each GPU: tiles, waves and the roofline ceiling."""
+    """The seeds' 512 x 4096 x 512 GEMM on each GPU: tiles, waves, the HBM roofline (a flushed
+    cache), the cache level (a warm L2 holds the whole working set) and the ideal ceiling."""
     rows = []
     for g in gpus:
         e = roofline.seed_ffn_gemm(g, **kwargs)
+        q = e.quantization.efficiency  # the compute roof lowered by tile and wave quantization
+        cold = roofline.cached_roofline_time(e.cost, g, warm=False, efficiency=q)
+        warm = roofline.cached_roofline_time(e.cost, g, warm=True, efficiency=q)
         rows.append({"GPU": short_name(g), "FLOP/B": e.cost.intensity,
                      "ridge (FLOP/B)": roofline.ridge_point(g),
                      "tiles": e.quantization.tiles, "SMs": e.quantization.sm_count,
                      "SMs busy": e.quantization.wave_efficiency,
+                     "working set MB": e.cost.bytes_moved / units.MB,
+                     "L2 MB": warm.cache_bytes / units.MB,
                      "compute us": e.timing.compute_s * 1e6,
-                     "memory us": e.timing.memory_s * 1e6, "bound": e.timing.bound,
-                     "MFU ceiling": e.mfu})
+                     "HBM us": e.timing.memory_s * 1e6,
+                     "bound, flushed cache": cold.bound, "bound, warm L2": warm.bound,
+                     f"{IDEAL_LABEL}, flushed": e.mfu,
+                     f"{IDEAL_LABEL}, warm": e.cost.flops / warm.time_s
+                     / hardware.gpu(g).peak_flops("bf16")})
     return pd.DataFrame(rows)
+
+
+def seed_overhead_sweep(gpus=("H100", "B200"), overheads_us=(0.0, 0.5, 1.0, 2.0, 3.0, 5.0)
+                        ) -> pd.DataFrame:
+    """Fraction of peak of the seed GEMM with a warm L2 against a fixed per-kernel cost, with the
+    bound each point falls in (``"launch/latency"`` once the fixed cost exceeds the roofs)."""
+    rows = []
+    for g in gpus:
+        e = roofline.seed_ffn_gemm(g)
+        cost, q = e.cost, e.quantization.efficiency
+        peak = hardware.gpu(g).peak_flops("bf16")
+        for us in overheads_us:
+            t = roofline.cached_roofline_time(cost, g, warm=True, efficiency=q,
+                                              overhead_s=us * 1e-6)
+            rows.append({"GPU": short_name(g), "fixed cost per kernel (us)": us,
+                         "time (us)": t.time_s * 1e6, "fraction of dense BF16 peak":
+                         cost.flops / t.time_s / peak, "bound": t.bound})
+    return pd.DataFrame(rows)
+
+
+def tile_table(gpus=("A100", "H100", "B200"), shapes=((512, 4096), (8192, 8192))
+               ) -> pd.DataFrame:
+    """Tile and wave quantization of output shapes (m x n) with the Ampere picture (128x128, one
+    CTA per SM) and with each GPU's own architecture preset
+    (:func:`companion.roofline.tile_preset`: Hopper 128x256, Blackwell 256x256 on an SM pair)."""
+    rows = []
+    for g in gpus:
+        own = roofline.tile_preset(g)
+        presets = dict.fromkeys([roofline.TILE_PRESETS["ampere"], own])
+        for m, n in shapes:
+            for preset in presets:
+                q = roofline.gemm_efficiency(m, n, g, tile=preset)
+                rows.append({"GPU": short_name(g), "output m x n": f"{m} x {n}",
+                             "tiles": f"{preset.name} {preset.tile[0]}x{preset.tile[1]}",
+                             "SMs per tile": preset.sms_per_tile, "tile count": q.tiles,
+                             "waves": q.waves, "slots busy": q.wave_efficiency,
+                             IDEAL_LABEL: q.efficiency})
+    return pd.DataFrame(rows)
+
+
+def gemm_efficiency_table(gpus=("H100", "H200", "B200"), size: int = 8192) -> pd.DataFrame:
+    """One square BF16 GEMM per GPU: the ideal ceiling next to the published burst figure
+    (:func:`companion.calibration.gemm_peak_fraction`) and its basis."""
+    rows = []
+    for g in gpus:
+        e = roofline.gemm_time(size, size, size, g)
+        frac = calibration.gemm_peak_fraction(g, "bf16")
+        basis = calibration.gemm_fraction_table(("bf16",)).set_index("GPU").loc[
+            hardware.gpu(g).name, "basis"]
+        rows.append({"GPU": short_name(g), "GEMM": f"{size}^3 BF16", IDEAL_LABEL: e.mfu,
+                     BURST_LABEL: frac, "basis of the published figure": basis})
+    return pd.DataFrame(rows)
+
+
+#: Columns of :func:`state_table`: (label, ZeRO stage, convention, distributed optimizer).
+STATE_COLUMNS = (
+    ("Adam, replicated (Megatron, 18 B)", 0, "megatron"),
+    ("distributed optimizer (Megatron, 6 + 12/DP)", 1, "megatron"),
+    ("ZeRO-2, Megatron accounting (FP32 grads, 18 B)", 2, "megatron"),
+    ("ZeRO-2, ZeRO paper (16-bit grads, 16 B)", 2, "zero-paper"),
+    ("ZeRO-3, Megatron accounting (18 B)", 3, "megatron"),
+    ("ZeRO-3, ZeRO paper (16 B)", 3, "zero-paper"),
+)
+
+
+def state_table(dps=(1, 8, 64, 512)) -> pd.DataFrame:
+    """Model-state bytes per parameter per GPU, in both accountings, labelled."""
+    return pd.DataFrame({label: [memory.bytes_per_param(dp, stage, conv) for dp in dps]
+                         for label, stage, conv in STATE_COLUMNS},
+                        index=pd.Index(dps, name="DP ranks"))
 
 
 # -- this machine, measured --------------------------------------------------------------------
@@ -264,11 +352,13 @@ def ledger(model: str = "gpt3-175b", tp: int = 8, microbatch: int = 1,
         for part, value in zip(("weights", "gradients", "optimizer state", "activations"),
                                (r.weights_bytes, r.grads_bytes, r.optimizer_bytes,
                                 r.activations_bytes)):
-            rows.append({"bar": f"{bar} (dp={layout.dp})", "part": part,
-                         "GiB": round(value / units.GiB, 3)})  # 1 MiB: plenty for a chart
+            rows.append({LEDGER_BAR: f"{bar} (dp={layout.dp})", LEDGER_PART: part,
+                         LEDGER_GIB: round(value / units.GiB, 3)})  # 1 MiB: plenty for a chart
     for i, g in enumerate(gpus, start=len(OPTIMIZER_SHARDING) + 1):
-        rows.append({"bar": f"{i} {short_name(g)} HBM", "part": "HBM capacity",
-                     "GiB": hardware.gpu(g).hbm_bytes / units.GiB})
+        spec = hardware.gpu(g)
+        seen = "driver-visible" if spec.hbm_visible_bytes is not None else "nominal"
+        rows.append({LEDGER_BAR: f"{i} {short_name(g)} HBM ({seen})",
+                     LEDGER_PART: "HBM capacity", LEDGER_GIB: spec.usable_hbm_bytes / units.GiB})
     return pd.DataFrame(rows)
 
 
@@ -280,10 +370,15 @@ def ledger_controls():
             Slider("microbatch", 1, 4, 1, 1)]
 
 
+#: Column names of :func:`ledger` (they title the chart's axes and legend).
+LEDGER_BAR = "optimizer sharding, or GPU HBM"
+LEDGER_PART = "memory part"
+LEDGER_GIB = "memory per GPU (GiB)"
+
 #: Keyword arguments shared by the ledger's static and live charts.
-LEDGER_CHART = dict(x="GiB:Q", y="bar:N", color="part:N", mark="bar",
-                    tooltip=["bar", "part", "GiB"], width=460, height=220,
-                    title="Per-GPU memory of a training step (first pipeline stage)")
+LEDGER_CHART = dict(x=f"{LEDGER_GIB}:Q", y=f"{LEDGER_BAR}:N", color=f"{LEDGER_PART}:N",
+                    mark="bar", tooltip=[LEDGER_BAR, LEDGER_PART, LEDGER_GIB], width=460,
+                    height=220, title="Per-GPU memory of a training step (first pipeline stage)")
 
 
 # -- Korthikanti et al. reproduced -------------------------------------------------------------
@@ -337,7 +432,9 @@ def kv_controls():
             Choice("tp", (1, 8), 1, label="TP")]
 
 
-__all__ = ["ROOFLINE_GPUS", "LEDGER_MODELS", "LEDGER_GPUS", "OPTIMIZER_SHARDING",
+__all__ = ["IDEAL_LABEL", "BURST_LABEL", "seed_overhead_sweep", "gemm_efficiency_table", "tile_table",
+           "STATE_COLUMNS", "state_table", "LEDGER_BAR", "LEDGER_PART", "LEDGER_GIB",
+           "ROOFLINE_GPUS", "LEDGER_MODELS", "LEDGER_GPUS", "OPTIMIZER_SHARDING",
            "KORTHIKANTI_TABLE3", "KORTHIKANTI_SETTINGS", "KV_MODELS", "KV_BATCHES",
            "LEDGER_CHART", "short_name", "gpu_table", "roofline_curves", "roofline_chart",
            "kernel_table", "seed_gemm_table", "measured_points", "measured_roof",

@@ -15,6 +15,7 @@ import pandas as pd
 from .. import checks, claims
 from ..model import Layout, layout_text
 from ..parallel import Cluster, cluster, estimate, validate
+from ..validation import band, cross_validation
 from ..search import search
 from .core import Choice
 
@@ -23,7 +24,8 @@ DAY_S = 86400.0
 
 #: The parts of :meth:`companion.parallel.Estimate.breakdown`, with reader-facing names.
 PARTS = {"gemm_s": "GEMMs", "attention_s": "Attention core", "elementwise_s": "Elementwise",
-         "recompute_s": "Recomputation", "tp_exposed_s": "TP/SP comm, exposed",
+         "recompute_s": "Recomputation", "launch_s": "Kernel gaps",
+         "overlap_slowdown_s": "Overlap slowdown", "tp_exposed_s": "TP/SP comm, exposed",
          "cp_exposed_s": "CP comm, exposed", "ep_exposed_s": "EP all-to-all, exposed",
          "pp_p2p_s": "PP sends", "bubble_s": "PP bubble", "dp_exposed_s": "DP reduce, exposed",
          "optimizer_s": "Optimizer"}
@@ -216,7 +218,8 @@ def validation_chart(frame: pd.DataFrame):
 # -- search ---------------------------------------------------------------------------------------
 SEARCH_COLUMNS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vpp": "VPP",
                   "microbatch": "mb", "sequence_parallel": "SP", "recompute": "recompute",
-                  "zero": "ZeRO", "step_time_s": "step (s)", "mfu": "MFU",
+                  "zero": "ZeRO", "step_time_s": "step (s)", "step_time_low_s": "low (s)",
+                  "step_time_high_s": "high (s)", "mfu": "MFU",
                   "memory_gb": "memory (GB)", "gemm_s": "GEMMs", "tp_exposed_s": "TP exposed",
                   "bubble_s": "bubble", "dp_exposed_s": "DP exposed", "ep_exposed_s": "EP exposed"}
 
@@ -308,7 +311,43 @@ def seed_claims() -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("id")
 
 
-__all__ = ["PARTS", "breakdown", "comm_share", "layout_text", "bubble_frame", "BUBBLE_CONTROLS",
+def band_frame() -> pd.DataFrame:
+    """Every published run with the model's prediction and the band it would print
+    (:func:`companion.validation.band` for the run's GPU and precision), from
+    :func:`companion.validation.cross_validation`."""
+    cv = cross_validation()
+    lo, hi = zip(*(band(g, p, s)[:2] for g, p, s in zip(
+        cv["gpu"], cv["precision"], cv["predicted_step_time_s"])))
+    return cv.assign(predicted_low_s=lo, predicted_high_s=hi)
+
+
+def band_chart(frame: pd.DataFrame):
+    """Predicted against measured step time, log-log, each prediction with its band (a
+    vertical bar: a run inside its band crosses the y = x line), coloured by GPU generation."""
+    lo = 0.7 * frame[["measured_step_time_s", "predicted_low_s"]].min().min()
+    hi = 1.3 * frame[["measured_step_time_s", "predicted_high_s"]].max().max()
+    log = alt.Scale(type="log")
+    line = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(
+        color="gray", strokeDash=[4, 4]).encode(x=alt.X("x:Q", scale=log),
+                                                y=alt.Y("y:Q", scale=log))
+    data = frame[["run_id", "generation", "precision", "role", "measured_step_time_s",
+                  "predicted_step_time_s", "predicted_low_s", "predicted_high_s",
+                  "error_pct"]].round(3)
+    base = alt.Chart(data).encode(
+        x=alt.X("measured_step_time_s:Q", scale=log, title="measured step time (s, published)"),
+        color=alt.Color("generation:N", legend=alt.Legend(orient="bottom")))
+    bars = base.mark_rule(opacity=0.5).encode(
+        y=alt.Y("predicted_low_s:Q", scale=log, title="predicted step time and band (s)"),
+        y2="predicted_high_s:Q")
+    pts = base.mark_point(filled=True, size=50).encode(
+        y=alt.Y("predicted_step_time_s:Q", scale=log), shape="role:N",
+        tooltip=["run_id", "precision", "measured_step_time_s", "predicted_step_time_s",
+                 "predicted_low_s", "predicted_high_s", "error_pct"])
+    return (line + bars + pts).properties(
+        width=460, height=400, title="Every published run: prediction, band and measurement")
+
+
+__all__ = ["band_frame", "band_chart", "PARTS", "breakdown", "comm_share", "layout_text", "bubble_frame", "BUBBLE_CONTROLS",
            "BUBBLE_CHART", "MACHINES", "layout_frame", "LAYOUT_CONTROLS", "LAYOUT_CHART",
            "tp_domain_frame", "DOMAIN_CONTROLS", "DOMAIN_CHART", "validation_frame",
            "error_summary", "validation_chart", "search_table", "best_layout",

@@ -101,10 +101,37 @@ def run_frame(model="70B", tokens="1T", num_gpus=1024, precision="bf16", mfu=0.4
                                        "kw_per_gpu_at_meter"])
 
 
-RUN_TOOLTIP = ["gpu", alt.Tooltip("days:Q", format=".3g"), alt.Tooltip("mwh:Q", format=".4g"),
-               alt.Tooltip("electricity_cost:Q", format=",.0f"),
-               alt.Tooltip("gpu_hours:Q", format=",.0f"),
-               alt.Tooltip("kw_per_gpu_at_meter:Q", format=".2f")]
+#: Chart column names in words with units (the model functions keep short names for code).
+CHART_LABELS = {"gpu": "GPU", "days": "training time (days)", "mwh": "energy at the meter (MWh)",
+                "electricity_cost": "electricity cost", "gpu_hours": "GPU-hours",
+                "kw_per_gpu_at_meter": "kW per GPU at the meter", "cap_w": "power cap (W)",
+                "fraction": "fraction of the uncapped value"}
+
+
+def run_chart_frame(**kwargs):
+    """:func:`run_frame` with chart labels for its columns (the explorer's function)."""
+    return run_frame(**kwargs).rename(columns=CHART_LABELS)
+
+
+def cap_chart_frame(**kwargs):
+    """:func:`cap_frame` with chart labels for its columns (the explorer's function)."""
+    return cap_frame(**kwargs).rename(columns=CHART_LABELS)
+
+
+def _t(col, fmt):
+    return alt.Tooltip(f"{CHART_LABELS[col]}:Q", format=fmt)
+
+
+RUN_TOOLTIP = [CHART_LABELS["gpu"], _t("days", ".3g"), _t("mwh", ".4g"),
+               _t("electricity_cost", ",.0f"), _t("gpu_hours", ",.0f"),
+               _t("kw_per_gpu_at_meter", ".2f")]
+RUN_CHART = dict(x=f"{CHART_LABELS['days']}:Q", y=f"{CHART_LABELS['mwh']}:Q",
+                 color=f"{CHART_LABELS['gpu']}:N", mark="point", tooltip=RUN_TOOLTIP,
+                 title="Days against MWh at the meter, one point per GPU")
+CAP_CHART = dict(x=f"{CHART_LABELS['cap_w']}:Q", y=f"{CHART_LABELS['fraction']}:Q",
+                 color="quantity:N", mark="line",
+                 tooltip=[CHART_LABELS["cap_w"], "quantity", CHART_LABELS["fraction"]],
+                 title="Throughput and energy per unit of work against the power cap")
 
 
 # -- power cap explorer --------------------------------------------------------------------
@@ -152,6 +179,25 @@ def rack_chart(frame):
         color=alt.Color("part:N", title=None),
         tooltip=["system", "part", alt.Tooltip("kw:Q", format=".1f")],
     ).properties(width=460, height=150, title="Where a node's or rack's power goes")
+
+
+def pue_table(system="GB200 NVL72"):
+    """``system`` at its nameplate maximum behind each sourced PUE level: a measured
+    liquid-cooled hall, the liquid-cooled typical band and the industry average (kW at the
+    meter)."""
+    it_w = _system(system).max_w
+    levels = [("liquid-cooled, measured (NREL ESIF)", power.PUE_LIQUID_MEASURED),
+              ("liquid-cooled, typical low", power.PUE_LIQUID_TYPICAL_RANGE[0]),
+              ("liquid-cooled, typical high", power.PUE_LIQUID_TYPICAL_RANGE[1]),
+              ("industry average (Uptime 2023)", power.PUE_INDUSTRY_AVERAGE)]
+    return pd.DataFrame([{"hall": k, "PUE": v, "meter_kw": power.facility_w(it_w, v) / 1e3}
+                         for k, v in levels])
+
+
+def nvl72_power_range_kw():
+    """The GB200 NVL72's sourced power range (kW) and its 72 GPUs at TDP (kW)."""
+    lo, hi = power.GB200_NVL72_RACK_W_RANGE
+    return lo / 1e3, hi / 1e3, _system("GB200 NVL72").gpus_w / 1e3
 
 
 # -- the seeds' claims ---------------------------------------------------------------------
@@ -203,11 +249,12 @@ def _check_rows():
         f"B200 {b200.tdp_w:.0f} W; DGX B200 max {dgx_b200.max_w / 1e3:.1f} kW")
 
     gpus_only = dgx_h100.gpu_count * h100.tdp_w
-    measured = p.H100_NODE_MEASURED_FRACTION * dgx_h100.max_w
+    typical = p.H100_NODE_TYPICAL_FRACTION * dgx_h100.max_w
     rows["h100-server-5p6kw-full-load"] = (
         f"{S['server_kw']:.1f} kW for an 8-GPU server",
         f"8 x {h100.tdp_w:.0f} W = {gpus_only / 1e3:.1f} kW is the GPUs alone; node max "
-        f"{dgx_h100.max_w / 1e3:.1f} kW, measured in training up to {measured / 1e3:.1f} kW")
+        f"{dgx_h100.max_w / 1e3:.1f} kW; in training typically {typical / 1e3:.1f} kW, at most "
+        f"{p.H100_NODE_MAX_MEASURED_W / 1e3:.1f} kW measured")
 
     seed_ratio = S["b200_tflops_per_w"] / S["h100_tflops_per_w"]
     same = b200.flops_per_watt("fp8") / h100.flops_per_watt("fp8")
@@ -254,7 +301,7 @@ def _check_rows():
     rows["nvl72-rack-60kw-reserve-80kw"] = (
         f"about {S['nvl72_kw']:.0f} kW per NVL72; reserve {S['reserve_kw']:.0f} kW",
         f"GPUs alone {nvl72.gpus_w / 1e3:.1f} kW ({nvl72.gpu_count} x {nvl72.gpu_tdp_w:.0f} W); "
-        f"reported rack {nvl72.max_w / 1e3:.0f} kW")
+        f"rack {p.GB200_NVL72_RACK_W_RANGE[0] / 1e3:.0f}-{p.GB200_NVL72_RACK_W_RANGE[1] / 1e3:.0f} kW")
     return rows
 
 

@@ -1,0 +1,356 @@
+"""The published runs the step-time model is checked against, and what they say about its
+uncertainty.
+
+:func:`published_runs` reads ``data/published_runs.csv``; :func:`validate` prices every row with
+:func:`companion.estimator.price`. Which rows set which constant is explicit: :func:`role` says
+``fit`` (Korthikanti et al. 2022, Table 5: the one fitted constant, ``gemm_in_training``),
+``check`` (Narayanan et al. 2021, Table 1: predicted with the fitted value, never used to set
+it) or ``held out`` (everything later: no constant was set on them).
+:func:`cross_validation` refits the fitted constant with each source left out in turn and
+predicts that source; :func:`band` turns the cross-validated errors of the matching family
+(GPU generation and precision) into a low-high step-time band.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from companion import checks, hardware
+from companion.calibration import DEFAULT, Calibration
+from companion.estimator import price
+from companion.model import Layout, Transformer, preset
+from companion.steptime import FLOP_CONVENTIONS
+
+
+PUBLISHED_RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs.csv"
+
+
+def _narayanan_flops(model: Transformer, global_batch: int) -> float:
+    """Narayanan et al. 2021, Section 5.1: 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per step,
+    the recomputed forward pass included (their Table 1's teraFLOP/s use it)."""
+    s, l, h, v = model.seq_len, model.layers, model.hidden, model.vocab
+    return 96.0 * global_batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataFrame:
+    """``data/published_runs.csv`` with ``measured_step_time_s`` filled in where the source
+    reports throughput and ``step_time_derived`` saying which rows were converted.
+
+    ``held_out=False`` (default) gives the A100 runs the calibration was set on and checked
+    against (Korthikanti et al. 2022 Table 5, Narayanan et al. 2021 Table 1); ``held_out=True``
+    gives the later runs (H100, B200, GB200; FP8) that were never used to set anything.
+    Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
+    converts with the source's own FLOP count (column ``flop_convention``; only the Narayanan
+    rows need it). ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs
+    (True, the chapter "Expert parallelism" validates them) or both (None); every MoE run is
+    held out, and :func:`cross_validation` never fits a constant on one.
+    """
+    if not isinstance(held_out, bool):
+        raise TypeError(f"held_out must be True or False; got {held_out!r}")
+    if moe is not None and not isinstance(moe, bool):
+        raise TypeError(f"moe must be True, False or None; got {moe!r}")
+    runs = pd.read_csv(PUBLISHED_RUNS)
+    keep = runs["held_out"].astype(bool) == held_out
+    if moe is not None:
+        keep &= runs["model"].map(lambda m: preset(m).is_moe) == moe
+    runs = runs[keep].reset_index(drop=True)
+    derived = runs["measured_step_time_s"].isna()
+    for i in runs.index[derived]:
+        r = runs.loc[i]
+        model = preset(r["model"])
+        tokens = r["measured_tokens_per_s_per_gpu"]
+        if pd.notna(tokens):
+            step = r["global_batch"] * model.seq_len / (r["num_gpus"] * tokens)
+        else:
+            step = _narayanan_flops(model, int(r["global_batch"])) / (
+                r["num_gpus"] * r["measured_tflops_per_gpu"] * 1e12)
+        runs.loc[i, "measured_step_time_s"] = step
+    runs["step_time_derived"] = derived
+    return runs
+
+
+def _needs_uneven(row) -> bool:
+    # Megatron-Bridge runs Llama 3.1 405B (126 layers) with pp x vpp = 64: the remainder goes
+    # to uneven stages, which estimate() prices when asked.
+    return preset(row["model"]).layers % (int(row["pp"]) * int(row["vpp"])) != 0
+
+
+def run_layout(row) -> Layout:
+    """The :class:`Layout` of one row of :func:`published_runs`."""
+    return Layout(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
+                  ep=int(row["ep"]), vpp=int(row["vpp"]), microbatch=int(row["microbatch"]),
+                  global_batch=int(row["global_batch"]),
+                  sequence_parallel=bool(row["sequence_parallel"]),
+                  recompute=str(row["recompute"]), precision=str(row["precision"]),
+                  zero_stage=int(row.get("zero_stage", 0)),
+                  distributed_optimizer=bool(row.get("distributed_optimizer", False)),
+                  etp=None if pd.isna(row.get("expert_tp")) else int(row["expert_tp"]),
+                  dispatch_precision=None if pd.isna(row.get("dispatch_precision"))
+                  else str(row["dispatch_precision"]))
+
+
+def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
+             moe: bool | None = False) -> pd.DataFrame:
+    """Predicted against measured step time for every published run: one row each, with the
+    signed error in percent (positive: the model is slower than the run).
+
+    ``held_out`` and ``moe`` select the rows as in :func:`published_runs`; held-out rows also get the
+    GPU, precision, the source's FLOP convention and the predicted and reported model
+    TFLOP/s per GPU in that convention.
+    """
+    runs = published_runs(held_out, moe)
+    ests = [price(r["model"], run_layout(r), r["gpu"], system=_system(r),
+                     software=r["software"], calibration=calibration,
+                     uneven_stages=_needs_uneven(r),
+                     flop_convention=_convention(r) if held_out else "megatron")
+            for _, r in runs.iterrows()]
+    out = runs[["run_id", "table", "model", "gpu", "num_gpus", "tp", "pp", "dp", "vpp",
+                "microbatch", "global_batch", "sequence_parallel", "recompute",
+                "measured_step_time_s", "step_time_derived"]].copy()
+    out["predicted_step_time_s"] = [e.step_time_s for e in ests]
+    out["error_pct"] = 100 * (out["predicted_step_time_s"] / out["measured_step_time_s"] - 1)
+    if held_out:
+        out = out.assign(cp=runs["cp"], precision=runs["precision"],
+                         flop_convention=[_convention(r) for _, r in runs.iterrows()],
+                         measured_tflops_per_gpu=runs["measured_tflops_per_gpu"],
+                         predicted_tflops_per_gpu=[e.model_tflops_per_gpu for e in ests],
+                         predicted_mfu=[e.mfu for e in ests])
+    return out
+
+
+def _convention(row) -> str:
+    # The CSV's flop_convention text starts with the convention's name ("megatron: ...").
+    return checks.choice("flop_convention", str(row["flop_convention"]).split(":")[0],
+                         FLOP_CONVENTIONS + ("narayanan",))
+
+
+def _system(row):
+    # The A100 rows name Selene, which is not in the registry: None picks DGX A100 for them.
+    name = row.get("system")
+    return name if isinstance(name, str) and name in _system_names() else None
+
+
+@functools.cache
+def _system_names() -> frozenset:
+    return frozenset(hardware.systems()["name"])
+
+
+
+
+# -- who sets what, and what the rest say ---------------------------------------------------------
+ROLES = ("fit", "check", "held out")
+#: The fitting subset: the only rows any constant was set on (``gemm_in_training``).
+FITTING_SUBSET = "Korthikanti et al. 2022, Table 5"
+
+
+def role(row) -> str:
+    """``fit`` for the fitting subset (Korthikanti et al. 2022, Table 5), ``check`` for
+    Narayanan et al. 2021, Table 1 (predicted with the fitted constant), ``held out`` for the
+    rest (no constant was set on them)."""
+    if bool(row["held_out"]):
+        return "held out"
+    return "fit" if str(row["run_id"]).startswith("korthikanti") else "check"
+
+
+def source(row) -> str:
+    """The publication a row comes from, the unit of leave-one-source-out cross-validation:
+    a paper's table, or one release of a framework's performance table."""
+    table = str(row["table"])
+    if table.startswith("Table"):
+        return f"{str(row['run_id']).split('_')[0]} {table}"
+    if table.startswith("dgxc"):
+        return "DGX Cloud benchmarking recipes"
+    return " ".join(table.split()[:2])
+
+
+@functools.lru_cache(maxsize=256)
+def _generation(gpu) -> str:
+    g = hardware.gpu(gpu)
+    return f"{g.vendor} {g.arch.split()[0]}"
+
+
+def generation(gpu) -> str:
+    """GPU architecture family, e.g. "NVIDIA Hopper" (H100 and H200 share it)."""
+    try:
+        return _generation(gpu)
+    except TypeError:  # an unhashable spec
+        return _generation.__wrapped__(gpu)
+
+
+def every_run(calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """:func:`validate` of every published run with its role, source and families: GPU
+    generation, precision, dense or MoE, software (the source's release)."""
+    parts = []
+    for held in (False, True):
+        v = validate(calibration, held_out=held, moe=None)
+        runs = published_runs(held, moe=None)
+        v = v.assign(precision=runs["precision"], software=runs["software"],
+                     role=[role(r) for _, r in runs.iterrows()],
+                     source=[source(r) for _, r in runs.iterrows()])
+        parts.append(v)
+    out = pd.concat(parts, ignore_index=True)
+    out["generation"] = [generation(g) for g in out["gpu"]]
+    out["moe"] = np.where([preset(m).is_moe for m in out["model"]], "MoE", "dense")
+    return out
+
+
+# the fitted constant is refitted over this range (the physical range of the module
+# docstring of companion.calibration)
+_FIT_GRID = np.linspace(0.70, 1.0, 301)
+
+
+def _linearized(calibration: Calibration) -> pd.DataFrame:
+    """Every run priced at two values of ``gemm_in_training``: the step is a + b / g to first
+    order (GEMM time scales as 1 / g), so any refit is arithmetic."""
+    lo, hi = 0.80, 0.95
+    a = every_run(replace(calibration, gemm_in_training=lo))
+    b = every_run(replace(calibration, gemm_in_training=hi))
+    slope = (a["predicted_step_time_s"] - b["predicted_step_time_s"]) / (1 / lo - 1 / hi)
+    a["b"] = slope
+    a["a"] = a["predicted_step_time_s"] - slope / lo
+    return a
+
+
+def _fit(rows: pd.DataFrame) -> float:
+    """The grid value of gemm_in_training minimizing the squared log error over ``rows``."""
+    pred = rows["a"].to_numpy()[:, None] + rows["b"].to_numpy()[:, None] / _FIT_GRID[None, :]
+    err = np.log(pred / rows["measured_step_time_s"].to_numpy()[:, None])
+    return float(_FIT_GRID[np.argmin((err ** 2).sum(axis=0))])
+
+
+def cross_validation(calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """Leave-one-source-out cross-validation: for each source, ``gemm_in_training`` is refitted
+    on every other source's rows and that source's rows are predicted with it. One row per
+    published run: role, source, families, the production prediction and error, the refitted
+    value (``fold_gemm_in_training``), the cross-validated prediction and its error in percent
+    (positive: the model is slower), and the ratio measured / predicted that :func:`band`
+    reads. Computed once per process and calibration (a few seconds); a copy: edit freely."""
+    return _cross_validation(calibration).copy()
+
+
+@functools.cache
+def _cross_validation(calibration: Calibration) -> pd.DataFrame:
+    lin = _linearized(calibration)
+    out = lin.drop(columns=["a", "b"]).copy()
+    # the production prediction (the fitting subset's constant), next to the folds'
+    out["predicted_step_time_s"] = lin["a"] + lin["b"] / calibration.gemm_in_training
+    out["error_pct"] = 100 * (out["predicted_step_time_s"] / out["measured_step_time_s"] - 1)
+    # MoE runs are held out from every constant: no fold fits on them
+    dense = lin["moe"] == "dense"
+    for src in lin["source"].unique():
+        mask = lin["source"] == src
+        g = _fit(lin[~mask & dense])
+        out.loc[mask, "fold_gemm_in_training"] = g
+        out.loc[mask, "cv_predicted_step_time_s"] = lin.loc[mask, "a"] + lin.loc[mask, "b"] / g
+    out["cv_error_pct"] = 100 * (out["cv_predicted_step_time_s"] / out["measured_step_time_s"] - 1)
+    out["ratio"] = out["measured_step_time_s"] / out["cv_predicted_step_time_s"]
+    return out
+
+
+def fitted_gemm_in_training(calibration: Calibration = DEFAULT) -> float:
+    """``gemm_in_training`` refitted on the fitting subset alone (the value the default
+    calibration should carry; a test pins that it does)."""
+    lin = _linearized(calibration)
+    return _fit(lin[lin["role"] == "fit"])
+
+
+def family_errors(by=("generation",), calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """Cross-validated errors per family (any of generation, precision, moe, software,
+    source, role): rows, mean signed error, mean absolute error and the worst, in percent."""
+    cv = _cross_validation(calibration)
+    for b in by:
+        checks.choice("by", b, ("generation", "precision", "moe", "software", "source", "role"))
+    g = cv.groupby(list(by))["cv_error_pct"]
+    return pd.DataFrame({"runs": g.size(), "mean_error_pct": g.mean(),
+                         "mean_abs_error_pct": g.apply(lambda x: x.abs().mean()),
+                         "worst_abs_error_pct": g.apply(lambda x: x.abs().max())}).reset_index()
+
+
+# fewer rows than this and a family's band borrows from its generation, then from everything
+BAND_MIN_ROWS = 3
+BAND_QUANTILES = (0.10, 0.90)  # with BAND_QUANTILE_ROWS rows or more; fewer: min and max
+BAND_QUANTILE_ROWS = 10
+
+
+@functools.cache
+def _band(gen: str, precision: str, family: str = "dense") -> tuple[float, float, str]:
+    cv = _cross_validation(DEFAULT)
+    same = cv[cv["moe"] == family]
+    for label, rows in ((f"{gen} {precision} {family}",
+                         same[(same["generation"] == gen) & (same["precision"] == precision)]),
+                        (f"{gen} {family}, every precision (no {precision} family of "
+                         f"{BAND_MIN_ROWS}+ runs)", same[same["generation"] == gen]),
+                        (f"{gen}, dense and MoE (no {family} family of {BAND_MIN_ROWS}+ "
+                         f"runs)", cv[cv["generation"] == gen])):
+        r = rows["ratio"]
+        if len(r) >= BAND_MIN_ROWS:
+            if len(r) >= BAND_QUANTILE_ROWS:
+                lo, hi = r.quantile(list(BAND_QUANTILES))
+                how = f"{BAND_QUANTILES[0]:.0%}-{BAND_QUANTILES[1]:.0%} of"
+            else:
+                lo, hi, how = r.min(), r.max(), "min-max of"
+            return float(lo), float(hi), (f"{how} {len(r)} cross-validated published runs "
+                                          f"({label})")
+    r = np.log(cv["ratio"])
+    lo, hi = np.exp(2 * r.min()), np.exp(2 * r.max())
+    return float(lo), float(hi), (f"no published run of {gen}: the widest error of every "
+                                  f"family ({len(r)} runs), doubled in log; an unvalidated "
+                                  f"guess, not a measured spread")
+
+
+def band(gpu, precision: str, step_time_s: float, moe: bool = False
+         ) -> tuple[float, float, str]:
+    """(low, high, basis) for a predicted step time on ``gpu`` at ``precision``: the step x the
+    spread of measured / cross-validated predicted step of published runs of the same GPU
+    generation, precision and family (dense, or mixture-of-experts when ``moe``; the
+    10th-90th percentile with 10+ runs, min-max with 3-9). A family with fewer than 3 runs
+    borrows its generation's runs of the same family, then of both; a generation with none
+    gets every run's widest error doubled, and the basis says so."""
+    if not isinstance(moe, bool):
+        raise TypeError(f"moe must be True or False; got {moe!r}")
+    lo, hi, basis = _band(generation(gpu), hardware.precision_name(precision),
+                          "MoE" if moe else "dense")
+    return step_time_s * lo, step_time_s * hi, basis
+
+
+#: The mechanisms in the order the chapter adds them, with reader-facing names.
+MECHANISM_STEPS = (
+    ("sustained", "sustained GEMM rate (FP4 from NVFP4 kernels)"),
+    ("attention", "fused attention per GPU and sequence length"),
+    ("memory", "RoPE, cross-entropy and quantization at published cost"),
+    ("overlap", "overlap slows the compute it hides behind"),
+    ("launch", "kernel gaps"),
+    ("zero", "ZeRO-2/3 reduce-scatter per microbatch; backward-only window"),
+    ("fp32_grads", "FP32 gradient reduction"),
+)
+
+
+def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """What each mechanism does to the validation: starting with every mechanism of
+    :data:`MECHANISM_STEPS` switched off (``Calibration.off``), each row adds one and reports
+    the held-out runs' mean signed and mean absolute error and the worst, and the two A100
+    tables' mean absolute error (Korthikanti's worst too). Constants are not refitted."""
+    rows, off = [], set(name for name, _ in MECHANISM_STEPS)
+    for name, label in (("", "none of them"),) + MECHANISM_STEPS:
+        off.discard(name)
+        cal = replace(calibration, off=frozenset(off))
+        held, base = validate(cal, held_out=True), validate(cal)
+        t5 = base.loc[base["table"] == "Table 5", "error_pct"].abs()
+        t1 = base.loc[base["table"] == "Table 1", "error_pct"].abs()
+        rows.append({"mechanism added": label,
+                     "held-out mean error %": held["error_pct"].mean(),
+                     "held-out mean |error| %": held["error_pct"].abs().mean(),
+                     "held-out worst |error| %": held["error_pct"].abs().max(),
+                     "Korthikanti T5 mean |error| %": t5.mean(),
+                     "Korthikanti T5 worst %": t5.max(),
+                     "Narayanan T1 mean |error| %": t1.mean()})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
+           "every_run", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
+           "PUBLISHED_RUNS", "FITTING_SUBSET", "ROLES"]

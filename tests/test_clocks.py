@@ -1,0 +1,46 @@
+"""Power cap -> clock -> sustained GEMM rate (companion.clocks), against published figures."""
+import pytest
+
+from companion import clocks
+
+
+def test_b300_sustained_rate_is_the_published_back_to_back_rate():
+    # Transformer Engine GEMM profiling tutorial, B300, BF16 pre-quantized: 19.173 TFLOP per
+    # layer in 13.102 ms = 1463 TFLOP/s at the tutorial's shapes; a large GEMM (no tile or
+    # wave loss) sustains at least that and not much more.
+    rate = clocks.sustained_gemm_flops("B300", "bf16")
+    assert 1463e12 <= rate <= 1.05 * 1463e12
+
+
+def test_sustained_is_below_burst_on_blackwell_and_equal_on_hopper():
+    t = clocks.sustained_table(("H100", "B200")).set_index("GPU")
+    h100, b200 = t.iloc[0], t.iloc[1]
+    # MAMF (Bekman): H100 BF16 794.5, B200 1745.0 TFLOP/s; the burst column is the record
+    assert h100["burst, MAMF (TFLOP/s)"] == pytest.approx(794.5)
+    assert b200["burst, MAMF (TFLOP/s)"] == pytest.approx(1745.0)
+    assert b200["sustained in a step (TFLOP/s)"] < b200["burst, MAMF (TFLOP/s)"]
+    assert "optimistic bound" in h100["sustained basis"]
+
+
+def test_cap_at_tdp_changes_nothing_and_lower_caps_slow_gemms():
+    full = clocks.capped_gemm_flops("GB300", 1400)
+    assert full.capped_flops == full.sustained_flops and full.clock_fraction == 1.0
+    low = clocks.capped_gemm_flops("GB300", 500, exponent=3.0)
+    assert low.capped_flops < full.capped_flops
+
+
+def test_published_gb300_cap_point_lies_between_the_exponents():
+    # facebookexperimental/triton PR 2023: ~617 TFLOP/s at 500 W vs ~1600-2174 at 1400 W
+    pub = clocks.published_points()
+    lo, hi = sorted(pub[pub["GPU"] == "GB300"]["ratio"])
+    assert (lo, hi) == (617 / 2174, 617 / 1600)
+    a2 = clocks.capped_gemm_flops("GB300", 500, exponent=2.0).clock_fraction
+    a3 = clocks.capped_gemm_flops("GB300", 500, exponent=3.0).clock_fraction
+    assert a2 < hi and a3 > lo
+
+
+def test_bad_cap_fails_clearly():
+    with pytest.raises(ValueError, match="cap_w"):
+        clocks.capped_gemm_flops("GB300", 100)
+    with pytest.raises(ValueError, match="floor_fraction"):
+        clocks.capped_gemm_flops("GB300", 900, floor_fraction=1.5)

@@ -1,0 +1,208 @@
+"""companion.validation: the named fitting subset, leave-one-source-out cross-validation, the
+bands it gives every estimate, and the mechanisms of issue 11, each with a test."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from companion import validation as V
+from companion.calibration import DEFAULT, MECHANISMS, Calibration
+from companion.machine import STACKS, Cluster, cluster, domain_fill
+from companion.parallel import Layout, estimate
+from companion.search import main, search
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cv():
+    return V.cross_validation()
+
+
+def test_the_fitting_subset_is_named_and_the_default_is_its_fit(cv):
+    assert cv["role"].value_counts().to_dict() == {"held out": len(V.published_runs(True, moe=None)),
+                                                    "check": 10, "fit": 8}
+    assert set(cv.loc[cv["role"] == "fit", "source"]) == {"korthikanti2022 Table 5"}
+    # the default constant is what the fitting subset alone gives (grid step 0.001)
+    assert V.fitted_gemm_in_training() == pytest.approx(DEFAULT.gemm_in_training, abs=1.5e-3)
+
+
+def test_each_fold_leaves_its_own_source_out(cv):
+    lin = V._linearized(DEFAULT)
+    for src in ("NeMo 24.07", "Megatron-Bridge 25.11", "korthikanti2022 Table 5"):
+        fold = cv.loc[cv["source"] == src, "fold_gemm_in_training"].unique()
+        # MoE runs are held out from every constant, the folds' refits included
+        assert len(fold) == 1 and fold[0] == V._fit(lin[(lin["source"] != src)
+                                                        & (lin["moe"] == "dense")])
+    # the linearization reproduces the exact production prediction
+    exact = V.validate(held_out=True).set_index("run_id")["predicted_step_time_s"]
+    lin_pred = cv.set_index("run_id").loc[exact.index, "predicted_step_time_s"]
+    assert np.allclose(lin_pred, exact, rtol=0.01)
+
+
+def test_cross_validation_per_generation_is_pinned():
+    # leave-one-source-out errors (percent) of this version of the model: a change to a
+    # mechanism or to data/published_runs.csv that moves them must update these on purpose
+    every = V.family_errors(["moe", "generation"])
+    fam = every[every["moe"] == "dense"].set_index("generation")
+    pins = {"NVIDIA Ampere": (18, 2.6, 5.1), "NVIDIA Hopper": (59, -2.6, 9.9),
+            "NVIDIA Blackwell": (62, -3.0, 11.6)}
+    for gen, (runs, mean, mae) in pins.items():
+        assert fam.loc[gen, "runs"] == runs
+        assert fam.loc[gen, "mean_error_pct"] == pytest.approx(mean, abs=0.3), gen
+        assert fam.loc[gen, "mean_abs_error_pct"] == pytest.approx(mae, abs=0.3), gen
+    for by in ("precision", "moe", "software", "source", "role"):
+        assert V.family_errors([by])["runs"].sum() == every["runs"].sum()
+    with pytest.raises(ValueError, match="generation"):
+        V.family_errors(["generations"])
+
+
+def test_bands_come_from_the_matching_familys_residuals(cv):
+    lay = Layout(tp=4, pp=4, dp=4, microbatch=1, global_batch=128, precision="fp8",
+                 sequence_parallel=True)
+    e = estimate("llama3-70b", lay, "H100")
+    rows = cv[(cv["generation"] == "NVIDIA Hopper") & (cv["precision"] == "fp8")
+              & (cv["moe"] == "dense")]["ratio"]
+    lo, hi = rows.quantile([0.1, 0.9])
+    assert (e.step_time_low_s, e.step_time_high_s) == pytest.approx(
+        (e.step_time_s * lo, e.step_time_s * hi))
+    assert f"{len(rows)} cross-validated" in e.band_basis and "Hopper fp8 dense" in e.band_basis
+    frame = search("llama3-70b", "H100", 64, 128, precision="fp8", top=3)
+    assert np.allclose(frame["step_time_low_s"] / frame["step_time_s"], lo)
+    assert frame.attrs["band_basis"] == e.band_basis
+
+
+def test_a_family_without_runs_says_so_and_is_never_narrower():
+    lo, hi, basis = V.band("MI300X", "bf16", 1.0)
+    assert "no published run of AMD CDNA" in basis and "guess" in basis
+    widest = V.cross_validation()["ratio"]
+    assert lo < widest.min() and hi > widest.max()
+    lay = Layout(tp=8, pp=1, dp=1, microbatch=1, global_batch=8)
+    node = Cluster("8 x MI300X (Infinity Fabric), 400G NICs", 8, 448e9, 50e9)
+    e = estimate("llama3-8b", lay, "MI300X", system=node)
+    assert e.step_time_low_s < e.step_time_s < e.step_time_high_s
+    # a precision without 3 runs borrows its generation's runs and says so
+    assert "every precision" in V.band("B200", "bf16", 1.0)[2]
+
+
+def test_hfu_counts_executed_flops_and_is_at_least_mfu():
+    for rc in ("none", "selective", "full"):
+        lay = Layout(tp=8, pp=1, dp=1, microbatch=1, global_batch=8, recompute=rc)
+        e = estimate("llama3-8b", lay, "H100")
+        assert e.flop_convention == "bridge" and e.hfu >= e.mfu
+        assert e.peak_flops == pytest.approx(989.4e12, rel=1e-3)
+    # the full-attention convention counts FLOPs a causal fused kernel never runs
+    e = estimate("llama3-8b", Layout(tp=8, pp=1, dp=1, microbatch=1, global_batch=8), "H100",
+                 flop_convention="megatron")
+    assert e.mfu > e.hfu
+
+
+def _dp(zero, m, **cal):
+    kw = dict(distributed_optimizer=True) if zero == 1 else dict(zero_stage=zero)
+    lay = Layout(tp=1, pp=1, dp=64, microbatch=1, global_batch=64 * m, precision="bf16", **kw)
+    return estimate("llama3-8b", lay, "H100", calibration=Calibration(**cal))
+
+
+def test_zero2_reduce_scatters_after_every_microbatch():
+    # DeepSpeed issue 2252: stages 2 and 3 keep a gradient shard, so every microbatch's
+    # backward ends in a reduce-scatter; stage 1 reduce-scatters once per step
+    z1, z2_4, z2_8 = _dp(1, 4), _dp(2, 4), _dp(2, 8)
+    rs = (z2_8.dp_comm_s - z2_4.dp_comm_s) / 4
+    assert rs > 0 and z2_4.dp_comm_s == pytest.approx(z1.dp_comm_s + 3 * rs)
+    assert _dp(2, 4, off=frozenset({"zero"})).dp_comm_s == pytest.approx(z1.dp_comm_s)
+
+
+def test_grad_reduce_hides_only_behind_the_backward_pass_and_runs_in_fp32():
+    # one microbatch, gradients all-reduced across 8 nodes: the backward pass is the window
+    lay = Layout(tp=8, pp=1, dp=8, microbatch=1, global_batch=8, sequence_parallel=True)
+    now = estimate("llama3-70b", lay, "H100")
+    before = estimate("llama3-70b", lay, "H100", calibration=Calibration(off=frozenset({"zero"})))
+    assert now.dp_exposed_s > before.dp_exposed_s > 0
+    now, before = _dp(0, 1), _dp(0, 1, off=frozenset({"zero"}))
+    # Megatron-LM reduces BF16 models' gradients in FP32 (arguments.py)
+    assert STACKS["megatron-core"].grad_reduce_bytes == 4
+    assert STACKS["megatron-2022"].grad_reduce_bytes == 2
+    half = _dp(0, 1, off=frozenset({"fp32_grads"}))
+    assert now.dp_comm_s > 1.9 * half.dp_comm_s
+
+
+def test_overlap_is_not_free_and_kernels_have_gaps():
+    lay = Layout(tp=8, pp=1, dp=1, microbatch=1, global_batch=8, sequence_parallel=True)
+    e = estimate("llama3-70b", lay, "H100")
+    hidden = e.tp_comm_s - e.tp_exposed_s
+    # Lee et al. 2025 (arXiv:2507.03114): overlapped compute slows by 18.9% on average
+    assert e.overlap_slowdown_s == pytest.approx(0.189 * (hidden + e.dp_comm_s - e.dp_exposed_s))
+    off = estimate("llama3-70b", lay, "H100", calibration=Calibration(off=frozenset(MECHANISMS)))
+    assert off.overlap_slowdown_s == 0 and off.launch_s == 0 and e.launch_s > 0
+    assert sum(e.breakdown().values()) == pytest.approx(e.step_time_s, rel=1e-12)
+    with pytest.raises(ValueError, match="sustained"):
+        Calibration(off=frozenset({"sustaned"}))
+    with pytest.raises(TypeError, match="frozenset"):
+        Calibration(off={"overlap"})
+
+
+def test_mechanism_table_starts_with_none_and_ends_with_the_model():
+    t = V.mechanism_table()
+    assert t["mechanism added"].iloc[0] == "none of them" and len(t) == 8
+    held = V.validate(held_out=True)["error_pct"]
+    assert t["held-out mean error %"].iloc[-1] == pytest.approx(held.mean())
+    assert t["held-out mean |error| %"].iloc[-1] < t["held-out mean |error| %"].iloc[0]
+    # the A100 tables stay where the issue wants them with every mechanism on
+    assert t["Korthikanti T5 mean |error| %"].iloc[-1] <= 3
+    assert t["Korthikanti T5 worst %"].iloc[-1] <= 6
+    assert t["Narayanan T1 mean |error| %"].iloc[-1] <= 8
+
+
+def test_domain_fill():
+    f = domain_fill(cluster("H100"), 10)
+    assert not f.whole and f.idle_gpus == 6 and f.domains == 2 and "idle" in f.message
+    assert domain_fill(cluster("GB200", "GB200 NVL72"), 144).whole
+    with pytest.raises(TypeError, match="Cluster"):
+        domain_fill("DGX H100", 8)
+
+
+def test_plan_cli_compact_explain_and_clear_errors(capsys):
+    argv = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--global-batch", "16",
+            "--top", "2"]
+    assert main(argv + ["--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "TP" in out and "ZeRO" in out and "low_s" in out and "largest_exposed" in out
+    assert "Best layout" in out and "overlap slowdown" in out and "HFU" in out
+    assert "dense BF16 peak 989 TFLOP/s" in out
+    for bad in (["--top", "-2"], ["--top", "0"], ["--gpus", "10**30"],
+                ["--gpus", str(10 ** 30)], ["--global-batch", "x"]):
+        assert main(argv + bad) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:"), err
+    assert main(["--model", "llama3-8b", "--gpu", "H100", "--gpus", "12",
+                 "--global-batch", "24"]) == 0
+    assert "WARNING" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="num_gpus"):
+        search("llama3-8b", "H100", 10 ** 9, 8)
+
+
+def test_search_does_not_import_the_case_studies():
+    code = "import sys, companion.search, companion.parallel; print('companion.cases' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert out.stdout.strip() == "False"
+    # no module of the step-time model imports one that imports it back
+    names = ("parallel", "search", "cases", "validation", "estimator", "steptime",
+             "calibration", "machine")
+    deps = {}
+    for n in names:
+        tree = ast.parse((ROOT / "companion" / f"{n}.py").read_text())
+        mods = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mods.add(node.module.split(".")[-1])
+                mods |= {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                mods |= {a.name.split(".")[-1] for a in node.names}
+        deps[n] = mods & set(names)
+    for a in names:
+        for b in deps[a]:
+            assert a not in deps[b], (a, b)
