@@ -285,6 +285,30 @@ def router_bytes(tokens, experts: int, top_k: int, tp=1):
     return np.asarray(tokens) / tp * (experts * 4.0 * 3 + top_k * (4.0 + 8.0))
 
 
+#: GEMMs each local expert runs per MoE layer and microbatch: FC1 and FC2 forward, their
+#: dgrad and wgrad backward.
+EXPERT_GEMMS = (2, 4)
+
+
+def expert_loop_s(local_experts) -> float:
+    """Time per local expert GEMM that the expert loop adds beyond the GEMM itself, seconds.
+    Transformer Engine's ``GroupedLinear`` (Megatron-Core's grouped GEMM) runs an MoE layer's
+    experts as one cuBLASLt GEMM per expert spread over CUDA streams (TE PR 853, "Grouped
+    GEMM via multi-stream cuBLAS"); TE PR 3134 measured that loop on SM100 at 0.267 ms for 8
+    experts of 128 tokens (N = K = 2048) where one CUTLASS launch of the same GEMMs takes
+    0.069 ms: (0.267 - 0.069) / 8 = 25 us per expert GEMM (the two rows of kind
+    ``grouped_gemm_dispatch``). Returns (forward, backward) seconds for arrays of local
+    expert counts."""
+    per = (_value("te-grouped-linear-multistream-sm100-8x128")
+           - _value("te-grouped-linear-cutlass-sm100-8x128")) / 8
+    n = np.asarray(local_experts, dtype=np.float64)
+    return n * EXPERT_GEMMS[0] * per, n * EXPERT_GEMMS[1] * per
+
+
+def _value(row_id: str) -> float:
+    return float(measurement(row_id)["value"])
+
+
 # -- memory -------------------------------------------------------------------------------------
 def saved_bytes_per_layer(tokens, hidden: int, experts: int, top_k: int, tp, etp,
                           routing_skew=1.0):

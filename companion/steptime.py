@@ -122,6 +122,8 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
             fs = model.shared_experts * fe
             shapes += [(m, up * fs // t, h, 1), (m, h, fs // t, 1)]
     fwd, bwd = _linear_times(g, cal, precision, shapes, len(t))
+    if model.is_moe:  # the expert loop's cost per local expert GEMM
+        loop = moe.expert_loop_s(model.experts // ep) if "launch" not in cal.off else (0.0, 0.0)
     lf, lb = _linear_times(g, cal, p16, [(m, -(-model.vocab // t), h, 1)], len(t))
     zero = np.zeros(len(t))
     out = {"logits": lf[0], "logits_b": lb[0]}
@@ -136,6 +138,7 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
                 g.hbm_Bps * cal.hbm_efficiency)
             if model.shared_experts:
                 moe_s = moe_s + x[7] + x[8]
+            moe_s = moe_s + loop[key == "_b"]
         out["moe" + key] = moe_s
         out["moe_mlp" + key] = moe_s - attn_proj if model.is_moe else zero
     if st.flash_attention:

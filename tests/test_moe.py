@@ -306,3 +306,37 @@ def test_group_limited_routing_caps_deepseek_v3_at_four_nodes():
         preset("deepseek-v3", router_group_topk=9)
     with pytest.raises(ValueError, match="top_k=8 must be <="):
         preset("deepseek-v3", router_groups=64, router_group_topk=1)  # 4 experts per group
+
+
+def test_expert_loop_costs_what_transformer_engine_measured():
+    # TE PR 3134 (SM100, 8 experts x 128 tokens, N = K = 2048): the multi-stream cuBLASLt loop
+    # 0.267 ms, one CUTLASS launch 0.069 ms; the loop adds (0.267 - 0.069) / 8 per expert GEMM
+    per = (0.267e-3 - 0.069e-3) / 8
+    fwd, bwd = moe.expert_loop_s(16)
+    assert (fwd, bwd) == pytest.approx((16 * 2 * per, 16 * 4 * per))
+    # the step pays it per local expert: EP8 of Qwen3-30B's 128 experts keeps 16 per GPU
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, etp=1, microbatch=1, global_batch=64, precision="fp8")
+    from companion.calibration import DEFAULT
+    from dataclasses import replace
+    on = parallel.estimate("qwen3-30b-a3b", lay, "B200", software="megatron-bridge")
+    off = parallel.estimate("qwen3-30b-a3b", lay, "B200", software="megatron-bridge",
+                            calibration=replace(DEFAULT, off=frozenset({"launch"})))
+    layers, microbatches = 48, 8
+    assert on.gemm_s - off.gemm_s == pytest.approx(layers * microbatches * 16 * 6 * per,
+                                                   rel=1e-6)
+
+
+def test_moe_runs_are_their_own_family_and_never_fit_a_constant():
+    from companion import validation as V
+    fam = V.family_errors(["moe"]).set_index("moe")
+    assert fam.loc["MoE", "runs"] == len(parallel.published_runs(True, moe=True))
+    cv = V.cross_validation()
+    assert (cv.loc[cv["moe"] == "MoE", "role"] == "held out").all()
+    lo, hi, basis = V.band("GB200", "fp8", 1.0, moe=True)
+    assert "MoE" in basis and lo < 1 < hi
+    e = parallel.estimate("qwen3-30b-a3b", Layout(tp=1, pp=1, dp=8, ep=8, etp=1, microbatch=4,
+                                                  global_batch=512, precision="fp8"),
+                          "GB200", software="megatron-bridge")
+    assert "MoE" in e.band_basis
+    with pytest.raises(TypeError, match="moe"):
+        V.band("GB200", "fp8", 1.0, moe="yes")
