@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "units", "hardware", "formats", "blockscale", "formats_torch", "experiment", "speedup",
-    "roofline", "memory", "model", "comm", "fabric", "parallel", "search", "steptime",
+    "roofline", "memory", "model", "comm", "fabric", "moe", "parallel", "search", "steptime",
     "calibration", "machine", "power", "cases", "reliability", "stack", "claims", "exercises",
     "explore", "bench", "checks",
 )

@@ -351,6 +351,27 @@ def _efficiency_90():
                 f"{_pct(best)} (Narayanan et al. 2021, dense 1T GPT, 3,072 A100s)", 0.90 <= best,
                 "framing")]
 
+@_check("moe-1p7t-2p3s-9p4pct-comm", "% of the step, lowest over top-k 2 / 8 / 24")
+def _moe_17t():
+    lay = model.Layout(tp=4, pp=8, cp=2, dp=128, ep=128, vpp=2, microbatch=1, global_batch=2048,
+                       sequence_parallel=True, distributed_optimizer=True)
+    rows = {}
+    for k in (2, 8, 24):
+        e = parallel.estimate(model.preset("seed-1.7t-moe", top_k=k), lay, "GB200",
+                              system="GB200 NVL72")
+        comm_s = e.tp_exposed_s + e.cp_exposed_s + e.ep_exposed_s + e.pp_p2p_s + e.dp_exposed_s
+        rows[k] = (100 * comm_s / e.step_time_s, 100 * e.ep_exposed_s / e.step_time_s, e)
+    low = min(r[0] for r in rows.values())
+    shares = ", ".join(f"top-{k}: {r[0]:.0f}% ({r[1]:.0f}% all-to-all)" for k, r in rows.items())
+    steps = ", ".join(f"top-{k}: {r[2].step_time_s:.1f} s" for k, r in rows.items())
+    fits = ", ".join(f"top-{k}: {'fits' if r[2].fits else 'does not fit'}" for k, r in rows.items())
+    return 9.4, low, [
+        Finding("communication only 9.4% of the step", shares, _near(9.4, low, 0.5)),
+        Finding("about 2.3 s per step", f"{steps} at global batch 2,048 (the seed names none)",
+                _near(2.3, rows[24][2].step_time_s), "context"),
+        Finding("the layout runs", f"{rows[24][2].capacity_bytes / 1e9:.0f} GB per GPU; {fits} "
+                "without recomputation", True, "context")]
+
 
 # power
 @_check("dgx-b200-8u-liquid-cooled", "cooling")

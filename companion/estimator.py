@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from companion import checks
+from companion import checks, moe
 from companion.calibration import DEFAULT, Calibration
 from companion.machine import Stack, resolve
 from companion.model import Layout, Transformer, check_layout, preset, presets
@@ -24,7 +24,8 @@ def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = 
                 sp=int(layout.sequence_parallel), rc=RECOMPUTE_CODE[layout.recompute],
                 zero=zero, grad_bytes=st.grad_reduce_bytes,
                 stage_layers=stage_layers(model.layers, layout.pp, layout.vpp, uneven))
-    return {k: np.array([v], dtype=np.int64) for k, v in vals.items()}
+    return {**{k: np.array([v], dtype=np.int64) for k, v in vals.items()},
+            **moe.layout_arrays(layout)}
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import numpy as np
 
 from companion import checks
 from companion.comm import _out, _ranks, _sizes, collective_time_s
+from companion.moe import group_span
 
 # Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, LL128
 # protocol, 2020 version of https://github.com/NVIDIA/nccl): a ring step costs 1.9 us over
@@ -246,25 +247,29 @@ def cross_domain_ring_slowdown(fabric: Fabric, size_bytes: float, gpus: int) -> 
             / flat_all_reduce_time_s(size_bytes, inside, 1))
 
 
-def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric) -> CommBreakdown:
-    """One MoE dispatch (or combine) all-to-all over ``expert_parallel`` GPUs.
+def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric,
+                          stride: int = 1) -> CommBreakdown:
+    """One MoE dispatch (or combine) all-to-all over ``expert_parallel`` GPUs ``stride`` ranks
+    apart, the group starting at a domain boundary.
 
     ``bytes_per_gpu`` is what each GPU sends in total (tokens x top-k x hidden x bytes per
     element), spread evenly over the expert-parallel group. Inside one domain it is a plain
     all-to-all over NVLink; across domains the NVLink and network shares go concurrently and
-    the slower decides.
+    the slower decides. A group that does not fill whole domains (12 GPUs on 8-GPU boards) is
+    priced exactly on its worst-placed member (:func:`companion.moe.group_span`): the one with
+    the fewest peers beside it sends the most over the network. For a whole job of such
+    groups, and DeepEP's de-duplicated dispatch, see :func:`companion.moe.copies_per_token`.
     """
     s, scalar = _sizes("bytes_per_gpu", bytes_per_gpu)
     ep = checks.number("expert_parallel", expert_parallel, integer=True, minimum=1)
-    g = fabric.gpus_per_domain
-    if ep <= g:
+    stride = checks.number("stride", stride, integer=True, minimum=1)
+    fewest, most, domains = group_span(ep, stride, fabric.gpus_per_domain, ep * stride)
+    if domains == 1:
         t = collective_time_s("all_to_all", s, ep, fabric.scaleup_Bps, fabric.scaleup_latency_s)
         zero = np.zeros_like(s)
         return CommBreakdown(_out(t, scalar), _out(zero, scalar), _out(t, scalar))
-    checks.divides("gpus_per_domain", g, "expert_parallel", ep)
-    d = ep // g
-    up = fabric.scaleup_latency_s + s * (g - 1) / ep / fabric.scaleup_Bps
-    out = fabric.net_latency_s + s * (ep - g) / ep / scaleout_all_to_all_Bps(fabric, d)
+    up = fabric.scaleup_latency_s + s * (most - 1) / ep / fabric.scaleup_Bps
+    out = fabric.net_latency_s + s * (ep - fewest) / ep / scaleout_all_to_all_Bps(fabric, domains)
     return CommBreakdown(_out(up, scalar), _out(out, scalar), _out(np.maximum(up, out), scalar))
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from companion import checks
+from companion import checks, moe
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, check_layout
 from companion.roofline import dtype_bytes, resolve_gpu
 
@@ -166,7 +166,8 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
                                  dropout: bool = True):
     """:func:`activations_per_layer_bytes` for arrays of layouts (float64 array): the model's
     shapes are numbers; ``microbatch``, ``tp``, ``sequence_parallel``, ``recompute`` (codes:
-    0 none, 1 selective, 2 full, the order of ``companion.model.RECOMPUTE``) and ``cp``
+    0 none, 1 selective, 2 full, 3 moe (selective here), the order of
+    ``companion.model.RECOMPUTE``) and ``cp``
     are arrays, broadcast together. The one implementation of the formulas."""
     b, t, cp = (np.asarray(x, dtype=np.int64) for x in (microbatch, tp, cp))
     sp, rc = np.asarray(sequence_parallel, dtype=bool), np.asarray(recompute)
@@ -180,7 +181,8 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
     replicated = 10.0 if dropout else 8.0
     split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / hidden
     per_score = 5.0 if dropout else 2.0
-    scores = np.where((rc == 1) | flash_attention, 0.0, per_score * heads * seq_len / hidden)
+    scores = np.where((rc == 1) | (rc == 3) | flash_attention, 0.0,
+                      per_score * heads * seq_len / hidden)
     per = np.where(sp, replicated / t, replicated)
     kept = sbh * (per + split / t + scores / t)
     return np.where(rc == 2, 2.0 * sbh / np.where(sp, t, 1), kept)
@@ -285,8 +287,8 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     :func:`pipeline_inflight_microbatches`, plus the embedding dropout and, with pp == 1, the
     output layer and FP32 logits (Korthikanti et al. Section 4.3); with full recomputation,
     one layer's activations rebuilt during its backward pass. MoE layers count the MLP width
-    active per token, (top_k + shared_experts) x expert_ffn_hidden; dispatch buffers are not
-    counted. A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
+    active per token, (top_k + shared_experts) x expert_ffn_hidden, plus the dispatched copies,
+    router probabilities and one permutation buffer (:func:`training_memory_arrays`). A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
     (including an interleaved schedule whose microbatches are not whole rounds of pp).
     """
     check_layout(model, layout)
@@ -306,7 +308,8 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
         recompute=RECOMPUTE.index(layout.recompute),
         stage=max(layout.zero_stage, 1 if layout.distributed_optimizer else 0),
         precision=layout.precision, flash_attention=flash_attention, fp8_params=fp8_params,
-        grad_bytes=grad_bytes, reserve_bytes=reserve_bytes, dropout=dropout)
+        grad_bytes=grad_bytes, reserve_bytes=reserve_bytes, dropout=dropout,
+        etp=layout.expert_tp, routing_skew=layout.routing_skew)
     weights, grads, optimizer, acts, total = (float(r[k]) for k in (
         "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"))
     if capacity_bytes is None:
@@ -329,7 +332,8 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
                            precision: str = "bf16", flash_attention: bool = False,
                            fp8_params: bool = False, grad_bytes: float | None = None,
                            reserve_bytes: float = 0.0, layers=None,
-                           dropout: bool | None = None) -> dict:
+                           dropout: bool | None = None, etp=None,
+                           routing_skew: float = 1.0) -> dict:
     """:func:`training_memory` for arrays of layouts, broadcast together; its one
     implementation. ``recompute`` holds codes (0 none, 1 selective, 2 full), ``stage`` the
     sharding stage (0-3; Megatron's distributed optimizer is 1), ``num_microbatches`` may be
@@ -338,16 +342,23 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     ``grads_bytes``, ``optimizer_bytes``, ``activations_bytes``, ``total_bytes`` and the
     parameter split ``dense_params`` and ``expert_params``. Layouts are not checked here:
     :func:`companion.model.check_layout` does that for one layout, the search's enumeration
-    for many. ``dropout`` None: :func:`trains_with_dropout` decides from the model."""
+    for many. ``dropout`` None: :func:`trains_with_dropout` decides from the model.
+    MoE terms (:mod:`companion.moe`): ``etp`` (None: ``tp``) splits the experts
+    and gathers their tokens; each MoE layer also keeps its dispatched copies, router
+    probabilities and indices (:func:`companion.moe.saved_bytes_per_layer`), and one layer's
+    permutation buffer is alive at a time (:func:`companion.moe.transient_bytes`)."""
     drop = trains_with_dropout(model) if dropout is None else dropout
     if not isinstance(drop, bool):
         raise TypeError(f"dropout must be True, False or None; got {dropout!r}")
     tp, pp, dp, cp, ep, b = (np.asarray(x, dtype=np.int64)
                              for x in (tp, pp, dp, cp, ep, microbatch))
+    et = tp if etp is None else np.asarray(etp, dtype=np.int64)
     rc = np.asarray(recompute)
     dense_p, expert_p = params_per_gpu_arrays(model, tp, pp, ep, layers)
+    expert_p = expert_p * tp / et  # routed experts split over ep x etp
     dense = state_bytes_arrays(precision, dp * cp, stage, grad_bytes, fp8_params)
-    expert = state_bytes_arrays(precision, dp * cp // ep, stage, grad_bytes, fp8_params)
+    expert = state_bytes_arrays(precision, tp * dp * cp // (et * ep), stage, grad_bytes,
+                                fp8_params)
     weights, grads, optimizer = (dense_p * d + expert_p * e for d, e in zip(dense, expert))
 
     inflight = pipeline_inflight_arrays(pp, vpp, num_microbatches)
@@ -364,7 +375,12 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     layer = per_layer(rc, model.ffn_hidden)
     if model.moe_layers:  # a dense model's share of MoE layers is exactly 0 (skip the work)
         moe_share = moe_layers / n_layers
-        layer = (1 - moe_share) * layer + moe_share * per_layer(rc, moe_ffn)
+        saved = moe.saved_bytes_per_layer(s_local * b, h, model.experts, model.top_k, tp, et,
+                                          routing_skew)
+        # recompute "moe" keeps an MoE layer's input and attention only (MLP width 0)
+        moe_layer = np.where(rc == 3, per_layer(rc, 0),
+                             per_layer(rc, moe_ffn) + np.where(rc == 2, 0.0, saved))
+        layer = (1 - moe_share) * layer + moe_share * moe_layer
     acts = layer * n_layers / pp * inflight
     sp = np.where(sequence_parallel, tp, 1)
     if drop:
@@ -376,6 +392,9 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     rebuilt = per_layer(0, model.ffn_hidden)
     if moe_ffn != model.ffn_hidden:
         rebuilt = np.maximum(rebuilt, per_layer(0, moe_ffn))
+    if model.moe_layers:  # a rebuilt MoE layer keeps its copies too; one buffer in flight
+        rebuilt = np.maximum(rebuilt, per_layer(0, moe_ffn) + saved)
+        acts = acts + moe.transient_bytes(s_local * b, h, model.top_k, tp)
     acts = np.where(rc == 2, acts + rebuilt, acts)
     return {"weights_bytes": weights, "grads_bytes": grads, "optimizer_bytes": optimizer,
             "activations_bytes": acts,

@@ -15,10 +15,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from companion import checks
+from companion import checks, moe
 
 FFN_TYPES = ("gelu", "swiglu")
-RECOMPUTE = ("none", "selective", "full")
+# "moe": selective recomputation plus the MoE layers (Megatron's --recompute-granularity
+# selective --recompute-modules core_attn moe): dense models run it as "selective"
+RECOMPUTE = ("none", "selective", "full", "moe")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 
 
@@ -38,6 +40,10 @@ class Transformer:
     layers keep a dense MLP. ``bias`` says whether linear layers and norms carry biases
     (GPT-style LayerNorm with bias) or not (Llama-style RMSNorm); ``learned_positions`` adds a
     ``seq_len x hidden`` position table (GPT) instead of rotary embeddings.
+    ``attention_head_dim`` sets the head width where it is not hidden / heads (Qwen3).
+    ``router_groups`` and ``router_group_topk``: group-limited routing (DeepSeek-V3's n_group
+    and topk_group): each token picks its experts inside ``router_group_topk`` of
+    ``router_groups`` equal groups of experts.
     """
 
     name: str
@@ -57,6 +63,9 @@ class Transformer:
     tied_embeddings: bool = True
     bias: bool = True
     learned_positions: bool = True
+    attention_head_dim: int | None = None
+    router_groups: int = 1
+    router_group_topk: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str):
@@ -72,9 +81,21 @@ class Transformer:
         if self.expert_ffn_hidden is not None:
             _int("expert_ffn_hidden", self.expert_ffn_hidden)
         checks.choice("ffn_type", self.ffn_type, FFN_TYPES)
-        checks.divides("heads", self.heads, "hidden", self.hidden)
+        if self.attention_head_dim is None:
+            checks.divides("heads", self.heads, "hidden", self.hidden)
+        else:
+            _int("attention_head_dim", self.attention_head_dim)
         if self.top_k > self.experts:
-            raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts}")
+            raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts} (a token "
+                             f"cannot be routed to more experts than the layer has)")
+        _int("router_groups", self.router_groups)
+        if self.router_groups > 1:
+            checks.divides("router_groups", self.router_groups, "experts", self.experts)
+            top = checks.number("router_group_topk", self.router_group_topk, integer=True,
+                                minimum=1, maximum=self.router_groups)
+            if self.top_k > top * self.experts // self.router_groups:
+                raise ValueError(f"top_k={self.top_k} must be <= router_group_topk x experts / "
+                                 f"router_groups = {top * self.experts // self.router_groups}")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers={self.dense_layers} must be <= layers={self.layers}")
         if self.experts == 1 and (self.shared_experts or self.dense_layers):
@@ -84,7 +105,10 @@ class Transformer:
     # -- shapes -------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
-        """Width of one attention head."""
+        """Width of one attention head: ``attention_head_dim`` where the model sets it (Qwen3
+        projects 2048 channels to 32 heads of 128), else hidden / heads."""
+        if self.attention_head_dim is not None:
+            return self.attention_head_dim
         return self.hidden // self.heads
 
     @property
@@ -187,6 +211,11 @@ class Layout:
     state, then gradients, then weights over data parallel ranks (Rajbhandari et al. 2020);
     ``distributed_optimizer`` is Megatron's equivalent of stage 1 (optimizer state sharded).
     ``precision`` is the GEMM precision; weights keep BF16 storage and FP32 master copies.
+    MoE only: ``etp`` is the expert tensor-parallel size (Megatron's
+    ``--expert-tensor-parallel-size``; None: the same as ``tp``, Megatron's default), and the
+    expert grid etp x ep x expert-dp fills tp x cp x dp; ``dispatch_precision`` is what the
+    all-to-all dispatch carries (``bf16`` or ``fp8``; None: ``bf16``); ``routing_skew`` is the
+    busiest expert's tokens over the mean (1: balanced, as Megatron-Bridge's benchmarks force).
     """
 
     tp: int = 1
@@ -202,10 +231,18 @@ class Layout:
     zero_stage: int = 0
     distributed_optimizer: bool = False
     precision: str = "bf16"
+    etp: int | None = None
+    dispatch_precision: str | None = None
+    routing_skew: float = 1.0
 
     def __post_init__(self):
         for p in ("tp", "pp", "dp", "cp", "ep", "vpp", "microbatch"):
             _int(p, getattr(self, p))
+        if self.etp is not None:
+            _int("etp", self.etp)
+        if self.dispatch_precision is not None:
+            checks.choice("dispatch_precision", self.dispatch_precision, ("bf16", "fp8"))
+        checks.number("routing_skew", self.routing_skew, minimum=1.0)
         checks.choice("recompute", self.recompute, RECOMPUTE)
         checks.choice("precision", self.precision, PRECISIONS)
         checks.number("zero_stage", self.zero_stage, integer=True, minimum=0, maximum=3)
@@ -217,7 +254,11 @@ class Layout:
                              f"it cannot be combined with zero_stage={self.zero_stage}")
         if self.vpp > 1 and self.pp == 1:
             raise ValueError(f"vpp={self.vpp} needs pipeline parallelism (pp > 1); got pp=1")
-        checks.divides("ep", self.ep, "dp * cp", self.dp * self.cp)
+        if self.etp is None:
+            checks.divides("ep", self.ep, "dp * cp", self.dp * self.cp)
+        else:  # Megatron: etp x ep must divide tp x cp x dp (the expert grid per stage)
+            checks.divides("etp * ep", self.etp * self.ep, "tp * dp * cp",
+                           self.tp * self.dp * self.cp)
         if self.global_batch is not None:
             _int("global_batch", self.global_batch)
             checks.divides("microbatch * dp", self.microbatch * self.dp,
@@ -242,7 +283,12 @@ class Layout:
     @property
     def expert_optimizer_shards(self) -> int:
         """Ranks over which sharded state of routed experts is split (expert DP)."""
-        return self.dp * self.cp // self.ep
+        return self.tp * self.dp * self.cp // (self.expert_tp * self.ep)
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel size: ``etp``, or ``tp`` where unset (Megatron's default)."""
+        return self.tp if self.etp is None else self.etp
 
 
 def layout_text(layout: Layout, full: bool = False) -> str:
@@ -273,7 +319,8 @@ def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None
     if layout.sequence_parallel:
         checks.divides("tp", layout.tp, "seq_len / cp", model.seq_len // layout.cp)
     if model.is_moe:
-        checks.divides("ep", layout.ep, "experts", model.experts)
+        moe.check_expert_layout(model, layout.ep, layout.expert_tp)
+        moe.check_skew(layout.routing_skew, model.experts, model.top_k)
     elif layout.ep > 1:
         raise ValueError(f"ep={layout.ep} needs a MoE model; {model.name} has experts=1")
     m = layout.num_microbatches
@@ -373,12 +420,40 @@ for _m in (Transformer("nemo-gpt3-5b", 24, 4096, 32, 16384, 50304, 2048),
 _PRESETS["deepseek-v3"] = (Transformer(
     "deepseek-v3", 61, 7168, 128, 18432, 129280, 4096, ffn_type="swiglu", experts=256, top_k=8,
     shared_experts=1, expert_ffn_hidden=2048, dense_layers=3, tied_embeddings=False, bias=False,
-    learned_positions=False), (
+    learned_positions=False, router_groups=8, router_group_topk=4), (
     "DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437, Section 4.2 (61 layers, "
     "hidden 7168, 128 heads, first 3 layers dense, 1 shared + 256 routed experts of width 2048, "
-    "8 routed per token, 671B total / 37B active, 4K pretraining sequences); dense FFN 18432 "
-    "and vocab 129280 from the released config.json. Multi-head latent attention is priced as "
-    "MHA of the same width (128 heads x 56): 672B total, 38.7B active; MTP module not counted"))
+    "8 routed per token, 671B total / 37B active, 4K pretraining sequences); dense FFN 18432, "
+    "vocab 129280 and group-limited routing (n_group 8, topk_group 4: Section 2.1.2's "
+    "node-limited routing, at most 4 nodes per token) from the released config.json. "
+    "Multi-head latent attention is priced as MHA of the same width (128 heads x 56): 672B "
+    "total, 38.7B active; MTP module not counted"))
+_QWEN3 = ("Qwen Team 2025, Qwen3 Technical Report, arXiv:2505.09388, Table 2 (layers, heads "
+          "Q/KV, 128 experts, 8 routed per token, no shared expert); hidden size, head_dim 128, "
+          "moe_intermediate_size, vocab 151936 and untied embeddings from the released "
+          "config.json (Qwen/{0} on Hugging Face). Sequence 4096 as Megatron-Bridge's "
+          "performance recipes train it")
+_PRESETS["qwen3-30b-a3b"] = (Transformer(
+    "qwen3-30b-a3b", 48, 2048, 32, 6144, 151936, 4096, kv_heads=4, ffn_type="swiglu",
+    experts=128, top_k=8, expert_ffn_hidden=768, tied_embeddings=False, bias=False,
+    learned_positions=False, attention_head_dim=128), _QWEN3.format("Qwen3-30B-A3B"))
+_PRESETS["qwen3-235b-a22b"] = (Transformer(
+    "qwen3-235b-a22b", 94, 4096, 64, 12288, 151936, 4096, kv_heads=4, ffn_type="swiglu",
+    experts=128, top_k=8, expert_ffn_hidden=1536, tied_embeddings=False, bias=False,
+    learned_positions=False, attention_head_dim=128), _QWEN3.format("Qwen3-235B-A22B"))
+_MIXTRAL = ("Jiang et al. 2024, Mixtral of Experts, arXiv:2401.04088, Table 1 (dim, n_layers, "
+            "head_dim 128, hidden_dim, n_heads, n_kv_heads 8, 8 experts, top 2); vocab and "
+            "untied embeddings from the released config.json (mistralai/{0}); sequence 4096 "
+            "as NeMo's performance tables train it")
+_PRESETS["mixtral-8x7b"] = (Transformer(
+    "mixtral-8x7b", 32, 4096, 32, 14336, 32000, 4096, kv_heads=8, ffn_type="swiglu",
+    experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False),
+    _MIXTRAL.format("Mixtral-8x7B-v0.1"))
+_PRESETS["mixtral-8x22b"] = (Transformer(
+    "mixtral-8x22b", 56, 6144, 48, 16384, 32768, 4096, kv_heads=8, ffn_type="swiglu",
+    experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False),
+    _MIXTRAL.format("Mixtral-8x22B-v0.1") + " (8x22B is not in the paper's table: shapes from "
+    "its config.json only)")
 _PRESETS["seed-13b"] = (_gpt("seed-13b", 40, 5120, 40), (
     "The seeds' 13B Megatron model with hidden size 5120 (seed 000); shapes of GPT-3 13B, "
     "Brown et al. 2020, arXiv:2005.14165, Table 2.1 (40 layers, 40 heads of 128; the table "

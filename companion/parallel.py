@@ -60,7 +60,8 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     e = price(model, layout, gpu, num_gpus, system, software=software, calibration=calibration,
               uneven_stages=uneven_stages, reserve_bytes=reserve_bytes,
               flop_convention=flop_convention)
-    low, high, basis = band(gpu, layout.precision, e.step_time_s)
+    moe = (preset(model) if isinstance(model, str) else model).is_moe
+    low, high, basis = band(gpu, layout.precision, e.step_time_s, moe=moe)
     return replace(e, step_time_low_s=low, step_time_high_s=high, band_basis=basis)
 
 

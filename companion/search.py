@@ -125,6 +125,8 @@ def grid(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
     # sequence parallelism splits the sequence over TP ranks; sharding needs DP x CP ranks
     valid = ((X["sp"] == 0) | ((X["tp"] > 1) & ((model.seq_len // X["cp"]) % X["tp"] == 0)))
     valid = valid & ((X["zero"] == 0) | (X["dp"] * X["cp"] > 1))
+    if not model.is_moe:  # recompute "moe" is "selective" for a dense model: one copy of each
+        valid = valid & (X["rc"] != RECOMPUTE.index("moe"))
     return X, np.broadcast_to(valid, shape)
 
 
@@ -257,8 +259,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         "recompute": X["rc"], "zero": X["zero"], **bd, **der,
         "memory_gb": mem["memory_bytes"] / 1e9, "fits": mem["fits"]}
     cols = {k: pick.take(v) for k, v in cols.items()}
-    cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], ["none", "selective", "full"])
-    lo, hi, basis = band(g, precision, 1.0)
+    cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], list(RECOMPUTE))
+    lo, hi, basis = band(g, precision, 1.0, moe=model.is_moe)
     cols["step_time_low_s"] = cols["step_time_s"] * lo
     cols["step_time_high_s"] = cols["step_time_s"] * hi
     frame = pd.DataFrame(cols)

@@ -6,7 +6,7 @@ described in :mod:`companion.parallel`; the kernels, collectives and memory here
 the array forms of the library's formulas: :func:`companion.roofline.gemm_time_arrays` (every
 GEMM of every distinct (tp, microbatch, cp, ep) shape in one numpy pass),
 :func:`companion.roofline.attention`, :func:`companion.comm.collective_time_s`,
-:func:`companion.fabric.moe_all_to_all_time_s` and
+:func:`companion.moe.copies_per_token` (the MoE all-to-all) and
 :func:`companion.memory.training_memory_arrays`. No Python loop runs per layout.
 
 Beyond FLOPs and bytes, a step pays for what the issue-11 mechanisms name, each sourced where
@@ -25,16 +25,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from companion import checks
+from companion import checks, moe
 from companion.calibration import (attention_fraction, linear_times, quantization_bytes,
                                    sustained_fraction)
 from companion.comm import collective_time_s
-from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, moe_all_to_all_time_s
+from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric
 from companion.memory import training_memory_arrays
 from companion.model import Transformer
 from companion.roofline import attention
 
-RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2, "moe": 3}
 ACT_BYTES = 2  # BF16/FP16 activations, as Megatron keeps them (FP8 only inside GEMMs)
 
 # -- FLOPs conventions ------------------------------------------------------------------------
@@ -94,11 +94,13 @@ def _linear_times(g, cal, precision, shapes, n_rows):
     return linear_times(g, cal, precision, shapes, n_rows)
 
 
-def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
+def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
     """Forward and backward times (s) of one layer's kernels, one microbatch, one GPU, for
-    arrays of (tp, microbatch, cp, ep): dense layer, MoE layer and output layer (forward,
+    arrays of (tp, microbatch, cp, ep, etp): dense layer, MoE layer and output layer (forward,
     backward), attention core (forward, backward) and the bytes of a materialized score
-    matrix."""
+    matrix. The MoE layer's grouped GEMMs run on the busiest rank (``skew`` times the mean
+    tokens per expert, :func:`companion.moe.rows_per_expert`), its router and permutation at
+    their HBM bytes."""
     s, h, a, kv, d = model.seq_len, model.hidden, model.heads, model.kv_heads_used, model.head_dim
     sl = s // cp
     m = mb * sl
@@ -111,26 +113,34 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep):
     shapes = [(m, (a + 2 * kv) * d // t, h, 1), (m, h, a * d // t, 1),
               (m, up * model.ffn_hidden // t, h, 1), (m, h, model.ffn_hidden // t, 1)]
     if model.is_moe:
+        et = t if et is None else et
         fe, local = model.expert_ffn, model.experts // ep
-        rows = np.maximum(1, -(-(m * model.top_k * ep) // model.experts))
-        shapes += [(m, model.experts, h, 1), (rows, up * fe // t, h, local),
-                   (rows, h, fe // t, local)]
+        rows = moe.rows_per_expert(m, model.top_k, model.experts, ep, et, t, skew)
+        shapes += [(-(-m // t), model.experts, h, 1), (rows, up * fe // et, h, local),
+                   (rows, h, fe // et, local)]
         if model.shared_experts:
             fs = model.shared_experts * fe
             shapes += [(m, up * fs // t, h, 1), (m, h, fs // t, 1)]
     fwd, bwd = _linear_times(g, cal, precision, shapes, len(t))
+    if model.is_moe:  # the expert loop's cost per local expert GEMM
+        loop = moe.expert_loop_s(model.experts // ep) if "launch" not in cal.off else (0.0, 0.0)
     lf, lb = _linear_times(g, cal, p16, [(m, -(-model.vocab // t), h, 1)], len(t))
     zero = np.zeros(len(t))
     out = {"logits": lf[0], "logits_b": lb[0]}
     for key, x in (("", fwd), ("_b", bwd)):
         attn_proj = x[0] + x[1]
         out["dense" + key] = attn_proj + x[2] + x[3]
-        moe = zero
+        moe_s = zero
         if model.is_moe:
-            moe = attn_proj + x[4] + x[5] + x[6]
+            moe_s = attn_proj + x[4] + x[5] + x[6] + (
+                moe.permute_bytes(m, h, model.top_k, t)
+                + moe.router_bytes(m, model.experts, model.top_k, t)) / (
+                g.hbm_Bps * cal.hbm_efficiency)
             if model.shared_experts:
-                moe = moe + x[7] + x[8]
-        out["moe" + key] = moe
+                moe_s = moe_s + x[7] + x[8]
+            moe_s = moe_s + loop[key == "_b"]
+        out["moe" + key] = moe_s
+        out["moe_mlp" + key] = moe_s - attn_proj if model.is_moe else zero
     if st.flash_attention:
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
         spec = getattr(g, "gpu", g)
@@ -210,17 +220,31 @@ def _all_reduce_s(size, n, stride, cl, cal):
     return np.where(n > 1, intra + inter, 0.0)
 
 
-def _all_to_all_s(size, n, stride, cl, cal):
-    per, _ = _span(n, stride, cl)
-    shape = np.broadcast_shapes(np.shape(size), np.shape(per), np.shape(n))
-    size, per, n = (np.broadcast_to(x, shape).ravel() for x in (size, per, n))
-    out = np.zeros(len(n))
-    first, inv = _groups([per, n])
-    for j, (p, e) in enumerate(zip(per[first].tolist(), n[first].tolist())):
-        mask = inv == j
-        fit = math.gcd(p, e) if e > p else p  # fabric wants whole domains per group
-        out[mask] = moe_all_to_all_time_s(size[mask], e, _fabric(cl, cal, fit)).total_s
-    return out.reshape(shape)
+def _all_to_all_s(tokens, n, stride, world, model, gpu, cl, cal, st, fp8, skew, rc):
+    """All-to-all seconds of one MoE layer per microbatch (forward, backward, recomputed
+    forward) for arrays of expert-parallel groups of ``n`` ranks ``stride`` (= ETP) apart in a
+    job of ``world`` ranks: copies per token over NVLink and the network from
+    :func:`companion.moe.copies_per_token` (exact fractional domains, the stack's
+    dispatcher), achieved bandwidths from :func:`companion.moe.achieved_Bps`."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (tokens, n, stride, world, fp8, rc)))
+    tokens, n, stride, world, fp8, rc = (np.broadcast_to(x, shape).ravel()
+                                         for x in (tokens, n, stride, world, fp8, rc))
+    nvl, net = np.zeros(len(n)), np.zeros(len(n))
+    first, inv = _groups([n, stride, world])
+    how = moe.dispatcher_for(st)
+    for j, (e, s, w) in enumerate(zip(*(x[first].tolist() for x in (n, stride, world)))):
+        nvl[inv == j], net[inv == j] = moe.copies_per_token(
+            how, e, s, cl.gpus_per_domain, model.experts, model.top_k, w,
+            groups=model.router_groups, group_topk=model.router_group_topk)
+    up_Bps, out_Bps = moe.achieved_Bps(gpu, cl.scaleup_Bps, cl.scaleout_Bps,
+                                       cal.scaleup_efficiency)
+    kw = dict(nvlink_copies=nvl, network_copies=net, nvlink_Bps=up_Bps, network_Bps=out_Bps,
+              routing_skew=skew, recompute_forward=(rc == 2) | (rc == 3),
+              nvlink_latency_s=NCCL_NVLINK_STEP_S,
+              network_latency_s=NCCL_NET_STEP_S)
+    out = np.where(fp8 == 1, moe.layer_all_to_all_s(tokens, model.hidden, "fp8", **kw),
+                   moe.layer_all_to_all_s(tokens, model.hidden, "bf16", **kw))
+    return np.where(n > 1, out, 0.0).reshape(shape)
 
 
 def _send_s(size, stride, cl, cal):
@@ -245,7 +269,7 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
         microbatch=k["mb"], num_microbatches=k["m"], sequence_parallel=k["sp"].astype(bool),
         recompute=k["rc"], stage=k["zero"], precision=precision,
         flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
-        layers=k["pp"] * k["stage_layers"])
+        layers=k["pp"] * k["stage_layers"], etp=k.get("etp"), routing_skew=_one_skew(k))
     total = r.pop("total_bytes")
     return {**r, "memory_bytes": total, "fits": total <= gpu.usable_hbm_bytes}
 
@@ -287,6 +311,14 @@ CAST_KERNELS_PER_LAYER = (4, 8)
 AMAX_KERNELS_PER_LAYER = (4, 4)
 
 
+def _one_skew(X) -> float:
+    # Routing skew sets GEMM shapes, which are priced once per distinct shape: one value a call
+    skew = np.unique(np.asarray(X.get("skew", 1.0), dtype=np.float64))
+    if len(skew) != 1:
+        raise ValueError(f"routing_skew must be one value per call; got {skew.tolist()}")
+    return float(skew[0])
+
+
 def step_arrays(model, gpu, cl, cal, st, precision, X):
     """Step-time breakdown (seconds, arrays) for arrays of layouts ``X`` (keys tp, pp, dp,
     cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes). See the module docstring."""
@@ -294,11 +326,12 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     t, p, d, c, e, v, mb, m = (X[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "m"))
     sp, rc, lst = X["sp"].astype(bool), X["rc"], X["stage_layers"]
     # kernels depend on (tp, microbatch, cp, ep) only: priced once per distinct shape
-    shape = np.broadcast_shapes(t.shape, mb.shape, c.shape, e.shape)
-    keys = [np.broadcast_to(k, shape).ravel() for k in (t, mb, c, e)]
+    et, skew = X.get("etp", t), _one_skew(X)
+    shape = np.broadcast_shapes(t.shape, mb.shape, c.shape, e.shape, et.shape)
+    keys = [np.broadcast_to(k, shape).ravel() for k in (t, mb, c, e, et)]
     first, inv = _groups(keys)
     kern = {key: val[inv].reshape(shape) for key, val in _kernels(
-        model, g, cal, st, precision, *(k[first] for k in keys)).items()}
+        model, g, cal, st, precision, *(k[first] for k in keys), skew=skew).items()}
     dense, dense_b, moe, moe_b, logits, logits_b, core, core_bwd, score_b = (kern[k] for k in (
         "dense", "dense_b", "moe", "moe_b", "logits", "logits_b", "core", "core_b",
         "score_bytes"))
@@ -339,7 +372,8 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     gap = 0.0 if "launch" in cal.off else cal.graph_gap_s if st.cuda_graphs else cal.kernel_gap_s
     fwd = gemm + core + elem + score_f + cast
     bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
-    rec = np.select([rc == 2, rc == 1], [fwd, core + score_f], 0.0)
+    rec = np.select([rc == 2, rc == 1, rc == 3],
+                    [fwd, core + score_f, core + score_f + fm * kern["moe_mlp"]], 0.0)
     launch = (kf * (1 + (rc == 2)) + kb) * gap
     ce = tokens * -(-model.vocab // t) * CE_BYTES[st.fused_cross_entropy] / hbm * memory
 
@@ -361,8 +395,8 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
                       + np.maximum(0.0, 2 * send - core_bwd / steps))
     ep_comm = np.zeros_like(gemm)
     if model.is_moe:
-        a2a = _all_to_all_s(act * model.top_k / t, e, t, cl, cal)
-        ep_comm = fm * (4 + 2 * (rc == 2)) * a2a
+        ep_comm = fm * _all_to_all_s(tokens / t, e, et, t * c * d * p, model, gpu, cl, cal, st,
+                                     X.get("fp8_dispatch", 0), skew, rc)
     ep_x = np.maximum(0.0, ep_comm - fm * (moe + moe_b)) if st.overlap_ep else ep_comm
     overlap = slow * (tp_comm - tp_x + cp_comm - cp_x)
     per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap
@@ -415,7 +449,8 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     if "zero" in cal.off:  # the former model: one reduce-scatter, a whole-step window
         bwd_window = fwd_window + bwd_window
     dense_dp = _all_reduce_s(X["dense_params"] * gb, d * c, t, cl, cal)
-    expert_dp = _all_reduce_s(X["expert_params"] * gb, d * c // e, t * e, cl, cal)
+    et = X.get("etp", t)  # expert weights are replicated over the expert-DP group
+    expert_dp = _all_reduce_s(X["expert_params"] * gb, t * d * c // (et * e), et * e, cl, cal)
     grads = dense_dp + expert_dp
     rs, ag = 0.5 * grads, 0.5 * grads * 2 / gb  # reduce-scatter gb-byte grads, gather 2-byte
     per_rs = np.where((z >= 2) & ("zero" not in cal.off), m, 1)
@@ -454,7 +489,11 @@ def derived_arrays(model, gpu, X, bd, mem, st, precision, convention):
     extra = 4.0 * model.seq_len * model.heads * model.head_dim * model.layers * (
         0.5 if skipped else 1.0)
     full = 2.0 * (_matmul_params_per_token(model) - model.vocab * model.hidden) + extra
-    hw_flops = executed + tokens * np.select([X["rc"] == 2, X["rc"] == 1], [full, extra], 0)
+    mats = 3 if model.ffn_type == "swiglu" else 2  # recompute "moe" reruns the MoE MLPs too
+    moe_mlp = 2.0 * model.moe_layers * mats * model.hidden * model.expert_ffn * (
+        model.top_k + model.shared_experts)
+    hw_flops = executed + tokens * np.select(
+        [X["rc"] == 2, X["rc"] == 1, X["rc"] == 3], [full, extra, extra + moe_mlp], 0)
     peak = gpu.peak_flops(precision) * n * bd["step_time_s"]
     return {"mfu": model_flops / peak, "hfu": hw_flops / peak,
             "model_tflops_per_gpu": model_flops / n / bd["step_time_s"] / 1e12,

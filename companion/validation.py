@@ -40,7 +40,7 @@ def _narayanan_flops(model: Transformer, global_batch: int) -> float:
     return 96.0 * global_batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-def published_runs(held_out: bool = False) -> pd.DataFrame:
+def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataFrame:
     """``data/published_runs.csv`` with ``measured_step_time_s`` filled in where the source
     reports throughput and ``step_time_derived`` saying which rows were converted.
 
@@ -49,12 +49,19 @@ def published_runs(held_out: bool = False) -> pd.DataFrame:
     gives the later runs (H100, B200, GB200; FP8) that were never used to set anything.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
     converts with the source's own FLOP count (column ``flop_convention``; only the Narayanan
-    rows need it).
+    rows need it). ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs
+    (True, the chapter "Expert parallelism" validates them) or both (None); every MoE run is
+    held out, and :func:`cross_validation` never fits a constant on one.
     """
     if not isinstance(held_out, bool):
         raise TypeError(f"held_out must be True or False; got {held_out!r}")
+    if moe is not None and not isinstance(moe, bool):
+        raise TypeError(f"moe must be True, False or None; got {moe!r}")
     runs = pd.read_csv(PUBLISHED_RUNS)
-    runs = runs[runs["held_out"].astype(bool) == held_out].reset_index(drop=True)
+    keep = runs["held_out"].astype(bool) == held_out
+    if moe is not None:
+        keep &= runs["model"].map(lambda m: preset(m).is_moe) == moe
+    runs = runs[keep].reset_index(drop=True)
     derived = runs["measured_step_time_s"].isna()
     for i in runs.index[derived]:
         r = runs.loc[i]
@@ -84,7 +91,10 @@ def run_layout(row) -> Layout:
                   sequence_parallel=bool(row["sequence_parallel"]),
                   recompute=str(row["recompute"]), precision=str(row["precision"]),
                   zero_stage=int(row.get("zero_stage", 0)),
-                  distributed_optimizer=bool(row.get("distributed_optimizer", False)))
+                  distributed_optimizer=bool(row.get("distributed_optimizer", False)),
+                  etp=None if pd.isna(row.get("expert_tp")) else int(row["expert_tp"]),
+                  dispatch_precision=None if pd.isna(row.get("dispatch_precision"))
+                  else str(row["dispatch_precision"]))
 
 
 def _given(value) -> bool:
@@ -114,15 +124,16 @@ def run_stack(row) -> Stack:
     return _run_stack(str(row["software"]), row.get("grad_reduce_bytes"), row.get("cuda_graphs"))
 
 
-def validate(calibration: Calibration = DEFAULT, held_out: bool = False) -> pd.DataFrame:
+def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
+             moe: bool | None = False) -> pd.DataFrame:
     """Predicted against measured step time for every published run: one row each, with the
     signed error in percent (positive: the model is slower than the run).
 
-    ``held_out`` selects the rows as in :func:`published_runs`; held-out rows also get the
+    ``held_out`` and ``moe`` select the rows as in :func:`published_runs`; held-out rows also get the
     GPU, precision, the source's FLOP convention and the predicted and reported model
     TFLOP/s per GPU in that convention.
     """
-    runs = published_runs(held_out)
+    runs = published_runs(held_out, moe)
     ests = [price(r["model"], run_layout(r), r["gpu"], system=_system(r),
                      software=run_stack(r), calibration=calibration,
                      uneven_stages=_needs_uneven(r),
@@ -206,8 +217,8 @@ def every_run(calibration: Calibration = DEFAULT) -> pd.DataFrame:
     generation, precision, dense or MoE, software (the source's release)."""
     parts = []
     for held in (False, True):
-        v = validate(calibration, held_out=held)
-        runs = published_runs(held)
+        v = validate(calibration, held_out=held, moe=None)
+        runs = published_runs(held, moe=None)
         v = v.assign(precision=runs["precision"], software=runs["software"],
                      role=[role(r) for _, r in runs.iterrows()],
                      source=[source(r) for _, r in runs.iterrows()])
@@ -259,9 +270,11 @@ def _cross_validation(calibration: Calibration) -> pd.DataFrame:
     # the production prediction (the fitting subset's constant), next to the folds'
     out["predicted_step_time_s"] = lin["a"] + lin["b"] / calibration.gemm_in_training
     out["error_pct"] = 100 * (out["predicted_step_time_s"] / out["measured_step_time_s"] - 1)
+    # MoE runs are held out from every constant: no fold fits on them
+    dense = lin["moe"] == "dense"
     for src in lin["source"].unique():
         mask = lin["source"] == src
-        g = _fit(lin[~mask])
+        g = _fit(lin[~mask & dense])
         out.loc[mask, "fold_gemm_in_training"] = g
         out.loc[mask, "cv_predicted_step_time_s"] = lin.loc[mask, "a"] + lin.loc[mask, "b"] / g
     out["cv_error_pct"] = 100 * (out["cv_predicted_step_time_s"] / out["measured_step_time_s"] - 1)
@@ -294,12 +307,15 @@ BAND_QUANTILES = (0.10, 0.90)  # with BAND_QUANTILE_ROWS rows or more; fewer: mi
 BAND_QUANTILE_ROWS = 10
 
 
-def _computed_band(gen: str, precision: str) -> tuple[float, float, str]:
+def _computed_band(gen: str, precision: str, family: str = "dense") -> tuple[float, float, str]:
     cv = _cross_validation(DEFAULT)
-    for label, rows in ((f"{gen} {precision}",
-                         cv[(cv["generation"] == gen) & (cv["precision"] == precision)]),
-                        (f"{gen}, every precision (no {precision} family of "
-                         f"{BAND_MIN_ROWS}+ runs)", cv[cv["generation"] == gen])):
+    same = cv[cv["moe"] == family]
+    for label, rows in ((f"{gen} {precision} {family}",
+                         same[(same["generation"] == gen) & (same["precision"] == precision)]),
+                        (f"{gen} {family}, every precision (no {precision} family of "
+                         f"{BAND_MIN_ROWS}+ runs)", same[same["generation"] == gen]),
+                        (f"{gen}, dense and MoE (no {family} family of {BAND_MIN_ROWS}+ "
+                         f"runs)", cv[cv["generation"] == gen])):
         r = rows["ratio"]
         if len(r) >= BAND_MIN_ROWS:
             if len(r) >= BAND_QUANTILE_ROWS:
@@ -316,12 +332,18 @@ def _computed_band(gen: str, precision: str) -> tuple[float, float, str]:
                                   f"guess, not a measured spread")
 
 
+FAMILIES = ("dense", "MoE")
+
+
 def band_table() -> pd.DataFrame:
-    """The band of every GPU generation in the registry at every precision, computed from
-    :func:`cross_validation` (a few seconds): what ``data/validation_bands.csv`` pins."""
+    """The band of every GPU generation in the registry at every precision, dense and MoE,
+    computed from :func:`cross_validation` (a few seconds): what ``data/validation_bands.csv``
+    pins."""
     gens = sorted({generation(k) for k in hardware.gpus()["key"]})
-    rows = [(g, p, *_computed_band(g, p)) for g in gens for p in hardware.PRECISIONS]
-    return pd.DataFrame(rows, columns=["generation", "precision", "low", "high", "basis"])
+    rows = [(g, p, f, *_computed_band(g, p, f)) for g in gens for p in hardware.PRECISIONS
+            for f in FAMILIES]
+    return pd.DataFrame(rows, columns=["generation", "precision", "family", "low", "high",
+                                       "basis"])
 
 
 @functools.cache
@@ -329,27 +351,34 @@ def _pinned_bands() -> dict:
     if not BANDS_CSV.exists():
         return {}
     df = pd.read_csv(BANDS_CSV)
-    return {(r.generation, r.precision): (float(r.low), float(r.high), r.basis)
+    if "family" not in df.columns:  # a table pinned before MoE families: recompute
+        return {}
+    return {(r.generation, r.precision, r.family): (float(r.low), float(r.high), r.basis)
             for r in df.itertuples()}
 
 
 @functools.cache
-def _band(gen: str, precision: str) -> tuple[float, float, str]:
+def _band(gen: str, precision: str, family: str = "dense") -> tuple[float, float, str]:
     # the pinned table answers in microseconds; a generation it lacks (a what-if GPU of a new
     # family) is computed from the cross-validation
-    hit = _pinned_bands().get((gen, precision))
-    return hit if hit is not None else _computed_band(gen, precision)
+    hit = _pinned_bands().get((gen, precision, family))
+    return hit if hit is not None else _computed_band(gen, precision, family)
 
 
-def band(gpu, precision: str, step_time_s: float) -> tuple[float, float, str]:
+def band(gpu, precision: str, step_time_s: float, moe: bool = False
+         ) -> tuple[float, float, str]:
     """(low, high, basis) for a predicted step time on ``gpu`` at ``precision``: the step x the
     spread of measured / cross-validated predicted step of published runs of the same GPU
-    generation and precision (the 10th-90th percentile with 10+ runs, min-max with 3-9). A
-    family with fewer than 3 runs borrows its generation's runs; a generation with none gets
-    every run's widest error doubled, and the basis says so. Read from the pinned
+    generation, precision and family (dense, or mixture-of-experts when ``moe``; the
+    10th-90th percentile with 10+ runs, min-max with 3-9). A family with fewer than 3 runs
+    borrows its generation's runs of the same family, then of both; a generation with none
+    gets every run's widest error doubled, and the basis says so. Read from the pinned
     ``data/validation_bands.csv`` (:func:`band_table`), so the first call costs no
     cross-validation."""
-    lo, hi, basis = _band(generation(gpu), hardware.precision_name(precision))
+    if not isinstance(moe, bool):
+        raise TypeError(f"moe must be True or False; got {moe!r}")
+    lo, hi, basis = _band(generation(gpu), hardware.precision_name(precision),
+                          "MoE" if moe else "dense")
     return step_time_s * lo, step_time_s * hi, basis
 
 

@@ -150,5 +150,7 @@ def test_seed_moe_layout_on_nvl72():
     lay = Layout(tp=4, pp=8, cp=2, dp=128, ep=128, vpp=2, global_batch=1024,
                  sequence_parallel=True, recompute="selective", distributed_optimizer=True)
     e = estimate("seed-1.7t-moe", lay, "B200", num_gpus=8192, system="GB200 NVL72")
-    assert e.fits and e.ep_comm_s > 0 and e.cp_comm_s > 0
+    assert e.ep_comm_s > 0 and e.cp_comm_s > 0
+    # the top-24 dispatched copies (3.2 GB per MoE layer per microbatch) do not fit (issue 12)
+    assert not e.fits and "activations" in e.reason
     assert sum(e.breakdown().values()) == pytest.approx(e.step_time_s)

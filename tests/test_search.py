@@ -99,7 +99,7 @@ def _nested_loops(model, num_gpus, global_batch, *, max_microbatch=8, uneven=Fal
                             if (dp * cp) % ep:
                                 continue
                             for sp in (0, 1):
-                                for rc in (0, 1, 2):
+                                for rc in (0, 1, 2, 3) if model.is_moe else (0, 1, 2):
                                     for z in zero:
                                         if sp and (tp == 1 or (model.seq_len // cp) % tp):
                                             continue

@@ -23,7 +23,7 @@ def cv():
 
 
 def test_the_fitting_subset_is_named_and_the_default_is_its_fit(cv):
-    assert cv["role"].value_counts().to_dict() == {"held out": len(V.published_runs(True)),
+    assert cv["role"].value_counts().to_dict() == {"held out": len(V.published_runs(True, moe=None)),
                                                     "check": 10, "fit": 8}
     assert set(cv.loc[cv["role"] == "fit", "source"]) == {"korthikanti2022 Table 5"}
     # the default constant is what the fitting subset alone gives (grid step 0.001)
@@ -34,7 +34,9 @@ def test_each_fold_leaves_its_own_source_out(cv):
     lin = V._linearized(DEFAULT)
     for src in ("NeMo 24.07", "Megatron-Bridge 25.11", "korthikanti2022 Table 5"):
         fold = cv.loc[cv["source"] == src, "fold_gemm_in_training"].unique()
-        assert len(fold) == 1 and fold[0] == V._fit(lin[lin["source"] != src])
+        # MoE runs are held out from every constant, the folds' refits included
+        assert len(fold) == 1 and fold[0] == V._fit(lin[(lin["source"] != src)
+                                                        & (lin["moe"] == "dense")])
     # the linearization reproduces the exact production prediction
     exact = V.validate(held_out=True).set_index("run_id")["predicted_step_time_s"]
     lin_pred = cv.set_index("run_id").loc[exact.index, "predicted_step_time_s"]
@@ -44,7 +46,8 @@ def test_each_fold_leaves_its_own_source_out(cv):
 def test_cross_validation_per_generation_is_pinned():
     # leave-one-source-out errors (percent) of this version of the model: a change to a
     # mechanism or to data/published_runs.csv that moves them must update these on purpose
-    fam = V.family_errors(["generation"]).set_index("generation")
+    every = V.family_errors(["moe", "generation"])
+    fam = every[every["moe"] == "dense"].set_index("generation")
     pins = {"NVIDIA Ampere": (18, 2.6, 5.0), "NVIDIA Hopper": (59, -2.75, 9.8),
             "NVIDIA Blackwell": (62, -4.2, 11.85)}
     for gen, (runs, mean, mae) in pins.items():
@@ -52,7 +55,7 @@ def test_cross_validation_per_generation_is_pinned():
         assert fam.loc[gen, "mean_error_pct"] == pytest.approx(mean, abs=0.3), gen
         assert fam.loc[gen, "mean_abs_error_pct"] == pytest.approx(mae, abs=0.3), gen
     for by in ("precision", "moe", "software", "source", "role"):
-        assert V.family_errors([by])["runs"].sum() == fam["runs"].sum()
+        assert V.family_errors([by])["runs"].sum() == every["runs"].sum()
     with pytest.raises(ValueError, match="generation"):
         V.family_errors(["generations"])
 
@@ -61,11 +64,12 @@ def test_bands_come_from_the_matching_familys_residuals(cv):
     lay = Layout(tp=4, pp=4, dp=4, microbatch=1, global_batch=128, precision="fp8",
                  sequence_parallel=True)
     e = estimate("llama3-70b", lay, "H100")
-    rows = cv[(cv["generation"] == "NVIDIA Hopper") & (cv["precision"] == "fp8")]["ratio"]
+    rows = cv[(cv["generation"] == "NVIDIA Hopper") & (cv["precision"] == "fp8")
+              & (cv["moe"] == "dense")]["ratio"]
     lo, hi = rows.quantile([0.1, 0.9])
     assert (e.step_time_low_s, e.step_time_high_s) == pytest.approx(
         (e.step_time_s * lo, e.step_time_s * hi))
-    assert f"{len(rows)} cross-validated" in e.band_basis and "Hopper fp8" in e.band_basis
+    assert f"{len(rows)} cross-validated" in e.band_basis and "Hopper fp8 dense" in e.band_basis
     frame = search("llama3-70b", "H100", 64, 128, precision="fp8", top=3)
     assert np.allclose(frame["step_time_low_s"] / frame["step_time_s"], lo)
     assert frame.attrs["band_basis"] == e.band_basis

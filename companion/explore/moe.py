@@ -1,0 +1,195 @@
+"""Tables, charts and explorers of the chapter "Expert parallelism".
+
+The numbers come from :mod:`companion.moe` (where an expert-parallel group sits on the
+machine, what its all-to-all sends) and :func:`companion.parallel.estimate` (the step they sit
+in); this module arranges them into frames. The machine of every comparison is the same GPU
+(B200 in GB200, 1,200 W) with the GB200 NVL72's NVLink and one 400 Gb/s NIC per GPU, cut into
+scale-up domains of 8, 36 or 72 GPUs, so only the domain differs.
+"""
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+
+from .. import hardware, moe, parallel
+from ..machine import Cluster, cluster
+from ..model import Layout, preset
+from .core import Choice
+
+#: The seed's 1.7T MoE on 128 full NVL72 racks: TP4 PP8 CP2 VPP2, expert TP 1 so that any EP up
+#: to 128 fits the 1,152-GPU expert grid of a pipeline stage.
+SEED_MODEL, SEED_GPU, SEED_GPUS = "seed-1.7t-moe", "GB200", 9216
+SEED_LAYOUT = dict(tp=4, pp=8, cp=2, vpp=2, microbatch=1, sequence_parallel=True,
+                   distributed_optimizer=True)
+SEED_MICROBATCHES = 16
+DOMAINS = (8, 36, 72)
+EP_DEGREES = (8, 16, 32, 64, 128)
+
+
+@functools.cache
+def domain_cluster(gpus_per_domain: int) -> Cluster:
+    """GB200 NVL72's NVLink and NICs, with scale-up domains of ``gpus_per_domain`` GPUs."""
+    base = cluster(SEED_GPU, "GB200 NVL72")
+    return Cluster(f"{gpus_per_domain}-GPU NVLink domains", gpus_per_domain, base.scaleup_Bps,
+                   base.scaleout_Bps, base.source)
+
+
+def seed_layout(ep: int, etp: int = 1, dispatch: str = "bf16", **kw) -> Layout:
+    dp = SEED_GPUS // (SEED_LAYOUT["tp"] * SEED_LAYOUT["pp"] * SEED_LAYOUT["cp"])
+    return Layout(**{**SEED_LAYOUT, **kw}, dp=dp, ep=ep, etp=etp, dispatch_precision=dispatch,
+                  global_batch=dp * SEED_MICROBATCHES)
+
+
+@functools.lru_cache(maxsize=64)
+def ep_share_frame(dispatch: str = "bf16", software: str = "megatron-core",
+                   top_k: int = 24) -> pd.DataFrame:
+    """The seed's 1.7T MoE on 9,216 GPUs: the all-to-all's share of the step against EP, one
+    line per domain size, for a dispatch precision, a stack (DeepEP or NCCL dispatch) and
+    top-k."""
+    m = preset(SEED_MODEL, top_k=top_k)
+    rows = []
+    for d in DOMAINS:
+        for ep in EP_DEGREES:
+            e = parallel.estimate(m, seed_layout(ep, dispatch=dispatch), SEED_GPU,
+                                  system=domain_cluster(d), software=software)
+            rows.append({"ep": ep, "domain": f"{d}-GPU domains", "a2a_share_pct":
+                         100 * e.ep_exposed_s / e.step_time_s, "ep_comm_s": e.ep_comm_s,
+                         "step_time_s": e.step_time_s, "memory_gb": e.memory_bytes / 1e9,
+                         "fits": e.fits})
+    return pd.DataFrame(rows)
+
+
+EP_CONTROLS = [Choice("dispatch", moe.DISPATCH_PRECISIONS, "bf16", label="dispatch precision"),
+               Choice("software", ("megatron-core", "megatron-2022"), "megatron-core",
+                      label="stack (DeepEP / NCCL dispatch)"),
+               Choice("top_k", (2, 8, 24), 24, label="top-k")]
+EP_CHART = dict(x="ep:Q", y="a2a_share_pct:Q", color="domain:N", mark="line", x_scale="log",
+                title="Seed's 1.7T MoE on 9,216 GPUs: all-to-all share of the step (%)",
+                tooltip=["ep", "domain", "a2a_share_pct", "ep_comm_s", "step_time_s",
+                         "memory_gb", "fits"])
+
+
+def copies_table(size: int = 32, stride: int = 4, experts: int = 128, top_k: int = 24,
+                 world: int = SEED_GPUS) -> pd.DataFrame:
+    """Copies of one token the worst-placed rank sends, per dispatcher and domain size."""
+    rows = []
+    for d in DOMAINS:
+        lo, hi, doms = moe.group_span(size, stride, d, world)
+        for how in moe.DISPATCHERS:
+            nvl, net = moe.copies_per_token(how, size, stride, d, experts, top_k, world)
+            rows.append({"domain_gpus": d, "dispatcher": how, "fewest_peers_beside": lo - 1,
+                         "most_domains": doms, "nvlink_copies": nvl, "network_copies": net})
+    return pd.DataFrame(rows)
+
+
+SEED_SYSTEMS = {"GB200 NVL72": "GB200", "DGX B200": "B200"}
+
+
+@functools.lru_cache(maxsize=4)
+def sensitivity_frame(widths=(1024, 2048, 4096), top_ks=(2, 8, 24)) -> pd.DataFrame:
+    """How the seed's verdicts move with top-k and expert width: its own layout (TP4 PP8 CP2
+    VPP2 EP128, expert TP = TP) on 8,192 GPUs, NVL72 racks against 8-GPU nodes."""
+    rows = []
+    dp = 8192 // 64
+    lay = Layout(**SEED_LAYOUT, dp=dp, ep=128, global_batch=dp * SEED_MICROBATCHES)
+    for width in widths:
+        for k in top_ks:
+            m = preset(SEED_MODEL, top_k=k, expert_ffn_hidden=width)
+            for system, gpu in SEED_SYSTEMS.items():
+                e = parallel.estimate(m, lay, gpu, system=system)
+                rows.append({"expert_ffn": width, "top_k": k, "system": system,
+                             "active_b": m.active_params / 1e9, "total_b": m.params / 1e9,
+                             "step_time_s": e.step_time_s,
+                             "a2a_share_pct": 100 * e.ep_exposed_s / e.step_time_s,
+                             "memory_gb": e.memory_bytes / 1e9, "fits": e.fits})
+    return pd.DataFrame(rows)
+
+
+def grouped_gemm_frame(calibration=None) -> pd.DataFrame:
+    """DeepGEMM's published FP8 grouped GEMMs on H800 against the expert-GEMM pricing of the
+    step model (the roofline with tile and wave quantization over the groups as a batch)."""
+    from ..calibration import DEFAULT
+    from ..steptime import _linear_times
+    cal = DEFAULT if calibration is None else calibration
+    g = hardware.gpu("H800")
+    rows = []
+    with open(moe.MEASUREMENTS_CSV, newline="") as f:
+        import csv
+        for r in csv.DictReader(f):
+            if r["kind"] != "grouped_gemm":
+                continue
+            p = dict(kv.split("=") for kv in r["conditions"].split("; ")[:4])
+            groups, m, n, k = (int(p[x]) for x in ("groups", "m_per_group", "n", "k"))
+            fwd, _ = _linear_times(g, cal, "fp8", [(m, n, k, groups)], 1)
+            flops = 2.0 * groups * m * n * k
+            rows.append({"groups": groups, "m_per_group": m, "n": n, "k": k,
+                         "published_tflops": float(r["value"]) / 1e12,
+                         "model_tflops": flops / float(fwd[0, 0]) / 1e12})
+    out = pd.DataFrame(rows)
+    return out.assign(error_pct=100 * (out["published_tflops"] / out["model_tflops"] - 1))
+
+
+#: The case study's machines for the seed's 1.7T MoE: the same 9,216 GPUs in racks or in nodes.
+SEED_MOE_MACHINES = {"9,216 GB200 in 128 NVL72 racks": ("GB200", "GB200 NVL72"),
+                     "9,216 B200 in 1,152 DGX B200": ("B200", "DGX B200"),
+                     "9,216 H100 in 1,152 DGX H100": ("H100", "DGX H100")}
+SEED_MOE_BATCH = 4608  # sequences of 8,192 tokens: 37.7M tokens a step (the seed names none)
+
+
+@functools.cache
+def seed_moe_outcomes(tokens: float = 1e12, precision: str = "fp8") -> tuple:
+    """The fastest layout the search finds for the seed's 1.7T MoE on each machine of
+    :data:`SEED_MOE_MACHINES`, priced for ``tokens`` tokens (:func:`companion.cases.price`)."""
+    from .. import cases
+    return tuple(cases.price(cases.Scenario(label, SEED_MODEL, gpu, SEED_GPUS, tokens,
+                                            SEED_MOE_BATCH, precision, system))
+                 for label, (gpu, system) in SEED_MOE_MACHINES.items())
+
+
+def seed_moe_table(tokens: float = 1e12) -> pd.DataFrame:
+    """:func:`companion.cases.table` of :func:`seed_moe_outcomes`, with the layout's recompute
+    mode and the expert all-to-all's share of the step."""
+    from .. import cases
+    outs = seed_moe_outcomes(tokens)
+    return cases.table(outs).assign(
+        recompute=[o.layout.recompute for o in outs],
+        a2a_share_pct=[100 * o.breakdown["ep_exposed_s"] / o.step_time_s for o in outs])
+
+
+MOE_MODELS = ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
+
+
+def validation_frame() -> pd.DataFrame:
+    """Predicted against measured step time of every held-out published MoE run."""
+    v = parallel.validate(held_out=True, moe=True)
+    runs = parallel.published_runs(held_out=True, moe=True)  # same rows, same order
+    v["ep"] = runs["ep"]
+    # the MLPerf submissions capture the whole iteration in one CUDA graph (config names end in
+    # "_full_cg"): no host launches are left to expose
+    v["full_graph"] = runs["notes"].str.contains("full-iteration CUDA graph", regex=False)
+    cols = ["run_id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "full_graph",
+            "measured_step_time_s", "predicted_step_time_s", "error_pct"]
+    return v[cols]
+
+
+def error_summary(frame: pd.DataFrame) -> dict:
+    """Mean signed and absolute error, worst run and count beyond 30% (percent)."""
+    err = frame["error_pct"]
+    worst = frame.loc[err.abs().idxmax()]
+    return {"n": len(frame), "mean_pct": float(err.mean()), "mean_abs_pct": float(err.abs().mean()),
+            "beyond_30": int((err.abs() > 30).sum()), "worst_run": worst["run_id"],
+            "worst_pct": float(worst["error_pct"])}
+
+
+def system_of(gpu_name: str) -> str:
+    """The registry's usual system for a GPU (for tables)."""
+    return cluster(hardware.gpu(gpu_name)).name
+
+
+__all__ = ["SEED_MODEL", "SEED_GPU", "SEED_GPUS", "SEED_LAYOUT", "DOMAINS", "EP_DEGREES",
+           "domain_cluster", "seed_layout", "ep_share_frame", "EP_CONTROLS", "EP_CHART",
+           "copies_table", "sensitivity_frame", "grouped_gemm_frame", "SEED_MOE_MACHINES",
+           "SEED_MOE_BATCH", "seed_moe_outcomes", "seed_moe_table", "MOE_MODELS",
+           "validation_frame",
+           "error_summary", "system_of"]

@@ -1,0 +1,369 @@
+"""Mixture-of-experts mechanisms: where an expert-parallel group sits on the machine, what its
+all-to-all moves and at what achieved bandwidth, how big its expert GEMMs are, and what an
+MoE layer keeps in memory.
+
+Chapter "Expert parallelism". :mod:`companion.steptime` and :mod:`companion.memory` call
+these; the functions are plain numbers in, numbers out, and the array forms take numpy arrays.
+
+Topology (:func:`group_span`). Megatron orders ranks tp, cp, dp, pp (the expert grid etp, ep,
+edp, pp), so an expert-parallel group of ``ep`` ranks ``etp`` apart, repeated over the job,
+falls on scale-up domains (8-GPU HGX boards, 72-GPU NVL72 racks, 4-GPU GB200 trays) in a
+pattern that need not be whole domains: EP32 at ETP4 covers 128 ranks, which 72-GPU racks cut
+18 + 14 in one group and 4 + 18 + 10 in the next. :func:`group_span` enumerates every rank of
+one period of that pattern and reports the worst member exactly; a synchronous step waits for
+it. A domain size that is a multiple of another never puts fewer of a rank's peers beside it
+(every pair sharing the small domain shares the big one); one that is not (8-GPU groups on
+36-GPU racks) can, because groups straddle racks.
+
+All-to-all (:func:`all_to_all_s`). Two dispatchers, as Megatron-Core names them:
+``alltoall`` (NCCL all-to-all: one copy per (token, expert) pair, to every expert's rank) and
+``deepep`` (DeepEP / HybridEP, Megatron's ``flex`` dispatcher: one copy per token per remote
+domain over the network, forwarded inside the domain over NVLink, one copy per destination
+rank; DeepSeek-V3 Section 3.2.2). Dispatch travels in BF16 or FP8 (E4M3 plus one FP32 scale
+per 128 channels, DeepSeek-V3's 1 x 128 activation tiles); combine and both backward passes
+stay BF16 (DeepEP README: "FP8 dispatching and BF16 combining"). Achieved bandwidths are
+published measurements, set apart from the ring all-reduce calibration: DeepEP's normal
+kernels reach 153 GB/s over H800 NVLink (200 GB/s per direction) and 726 GB/s over B200
+NVLink 5 (900 GB/s); an NDR NIC carries 46-48 GB/s of NCCL traffic (NVIDIA's nccl-tests
+maintainers, issues #267 and #290) and NCCL all-to-all cannot aggregate several NICs.
+
+Routing. Tokens pick ``top_k`` of ``experts`` uniformly (the force-balanced routing of
+Megatron-Bridge's MoE benchmarks); ``routing_skew`` >= 1 is the busiest rank's load over the
+mean, which both its expert GEMMs and its share of the all-to-all wait for.
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from companion import checks
+
+DISPATCHERS = ("alltoall", "deepep")
+DISPATCH_PRECISIONS = ("bf16", "fp8")
+# Bytes per hidden element on the wire. FP8 dispatch: one E4M3 byte plus one FP32 scale per
+# 1 x 128 tile (DeepSeek-AI 2024, arXiv:2412.19437, Section 3.3.2, fine-grained quantization).
+WIRE_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128}
+COMBINE_BYTES = 2.0  # combine and the backward pass's gradients: BF16
+
+MEASUREMENTS_CSV = Path(__file__).resolve().parents[1] / "data" / "published_measurements.csv"
+
+
+@functools.cache
+def measurement(row_id: str) -> dict:
+    """One row of ``data/published_measurements.csv`` by id (value, peak, fraction, source)."""
+    with open(MEASUREMENTS_CSV, newline="") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    return rows[checks.choice("row_id", row_id, rows)]
+
+
+def _fraction(row_id: str) -> float:
+    row = measurement(row_id)
+    return float(row["value"]) / float(row["peak"])
+
+
+# Achieved all-to-all bandwidth as a fraction of the per-direction nameplate, by GPU family,
+# from published measurements: DeepEP's intranode EP8 dispatch, 153 GB/s of the H800's 200 GB/s
+# per direction (V1 table) and 726 GB/s of NVLink 5's 900 GB/s (V2 table, SM100).
+NVLINK_A2A_FRACTION = {"Hopper": _fraction("deepep-v1-h800-intranode-dispatch"),
+                       "Blackwell": _fraction("deepep-v2-sm100-intranode-dispatch")}
+# NCCL over a 400 Gb/s NDR NIC: "46-48GB/s per NIC" (nccl-tests issue 290), the middle.
+NIC_A2A_FRACTION = _fraction("nccl-ndr-nic-alltoall")
+
+
+def _family(gpu) -> str | None:
+    arch = str(getattr(gpu, "arch", ""))
+    return next((f for f in NVLINK_A2A_FRACTION if arch.startswith(f)), None)
+
+
+def achieved_Bps(gpu, scaleup_Bps, scaleout_Bps, fallback_scaleup_fraction):
+    """(NVLink, network) bandwidth one GPU reaches in an MoE all-to-all, bytes/s per direction.
+    GPU families without a published measurement use ``fallback_scaleup_fraction`` (the ring
+    calibration) over NVLink."""
+    fam = _family(gpu)
+    up = NVLINK_A2A_FRACTION[fam] if fam else fallback_scaleup_fraction
+    return scaleup_Bps * up, scaleout_Bps * NIC_A2A_FRACTION
+
+
+def wire_bytes(dispatch_precision: str) -> float:
+    """Bytes per hidden element a dispatch moves in ``dispatch_precision`` (bf16 or fp8)."""
+    return WIRE_BYTES[checks.choice("dispatch_precision", dispatch_precision,
+                                    DISPATCH_PRECISIONS)]
+
+
+# -- checks ----------------------------------------------------------------------------------
+def max_skew(experts: int, top_k: int) -> float:
+    """The largest routing skew there is: every token picks the busiest expert, which then
+    holds experts / top_k times the mean load."""
+    return experts / top_k
+
+
+def check_skew(routing_skew, experts: int, top_k: int) -> float:
+    """``routing_skew`` (busiest expert's tokens over the mean) must lie in [1, experts/top_k]."""
+    return checks.number("routing_skew", routing_skew, minimum=1.0,
+                         maximum=max_skew(experts, top_k))
+
+
+def check_expert_layout(model, ep: int, etp: int) -> None:
+    """Raise ValueError unless ``ep`` divides the experts and ``etp`` the expert width."""
+    checks.divides("ep", ep, "experts", model.experts)
+    checks.divides("etp", etp, "expert_ffn_hidden", model.expert_ffn)
+
+
+# -- topology ----------------------------------------------------------------------------------
+def _cells(size: int, stride: int, domain: int, world: int | None):
+    """Members of each group in each domain, as a (groups, domains) count matrix, over one
+    period of the rank pattern (or the whole ``world`` when shorter)."""
+    block = size * stride
+    period = math.lcm(block, domain)
+    n = period if world is None else min(period, world)
+    if n % block:
+        raise ValueError(f"world={world} must hold whole groups of {size} ranks {stride} "
+                         f"apart ({block} ranks)")
+    r = np.arange(n)
+    group = (r // block) * stride + r % stride
+    dom = r // domain
+    counts = np.zeros((group.max() + 1, dom.max() + 1), dtype=np.int64)
+    np.add.at(counts, (group, dom), 1)
+    return counts
+
+
+@functools.lru_cache(maxsize=4096)
+def group_span(size: int, stride: int, domain_gpus: int, world: int | None = None):
+    """How groups of ``size`` ranks ``stride`` apart fall on domains of ``domain_gpus``.
+
+    Returns ``(min_local, max_local, max_domains)``: the fewest and the most members of its own
+    group a rank finds in its own domain (itself included), and the most domains one group
+    spans, over every group of the job (``world`` ranks; None: the pattern repeats forever).
+    """
+    for p, v in (("size", size), ("stride", stride), ("domain_gpus", domain_gpus)):
+        checks.number(p, v, integer=True, minimum=1)
+    if world is not None:
+        checks.number("world", world, integer=True, minimum=1)
+    c = _cells(int(size), int(stride), int(domain_gpus), world)
+    local = c[c > 0]
+    return int(local.min()), int(local.max()), int((c > 0).sum(axis=1).max())
+
+
+def hit_probability(experts_held, experts: int, top_k: int):
+    """Chance that a token's ``top_k`` distinct experts, drawn uniformly from ``experts``,
+    include at least one of ``experts_held``: 1 - C(E - m, k) / C(E, k)."""
+    m = np.asarray(experts_held, dtype=np.float64)
+    miss = np.ones_like(m)
+    for i in range(top_k):
+        miss = miss * np.clip((experts - m - i) / (experts - i), 0.0, 1.0)
+    return 1.0 - miss
+
+
+def _member_domains(size: int, stride: int, domain: int, world: int | None):
+    """Domain of each member of each group: a (groups, size) array over one period."""
+    block = size * stride
+    period = math.lcm(block, domain)
+    n = period if world is None else min(period, world)
+    r = np.arange(n)
+    out = np.empty(((r // block * stride + r % stride).max() + 1, size), dtype=np.int64)
+    out[r // block * stride + r % stride, (r // stride) % size] = r // domain
+    return out
+
+
+def _grouped_remote(size, stride, domain, experts, top_k, world, groups, group_topk):
+    """Worst member's expected remote domains hit when each token first picks ``group_topk``
+    of ``groups`` expert groups (uniformly) and then its ``top_k`` experts among theirs
+    (DeepSeek-V3's group-limited routing; Megatron's --moe-router-num-groups / group-topk).
+    Experts sit on ranks in order, ``experts / size`` each."""
+    per_rank, per_group = experts // size, experts // groups
+    owner = np.arange(experts) // per_rank  # member index holding each expert
+    subsets = np.array(list(itertools.combinations(range(groups), group_topk)))
+    pool = group_topk * per_group
+    worst = 0.0
+    for doms in _member_domains(size, stride, domain, world):
+        uniq = np.unique(doms)
+        # experts of each domain in each routing group: (domains, groups)
+        held = np.stack([np.bincount(np.arange(experts)[doms[owner] == d] // per_group,
+                                     minlength=groups) for d in uniq])
+        m = held[:, subsets].sum(axis=2)  # (domains, subsets)
+        miss = np.ones(m.shape)
+        for t in range(top_k):
+            miss *= np.clip((pool - m - t) / (pool - t), 0.0, 1.0)
+        hit = (1.0 - miss).mean(axis=1)
+        worst = max(worst, float(hit.sum() - hit.min()))
+    return worst
+
+
+@functools.lru_cache(maxsize=4096)
+def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
+                     experts: int, top_k: int, world: int | None = None,
+                     max_domains: int | None = None, groups: int = 1,
+                     group_topk: int | None = None):
+    """(NVLink copies, network copies) of one token's hidden vector that the worst-placed
+    rank of an expert-parallel group sends in one dispatch.
+
+    ``alltoall``: one copy per routed expert: top_k x (peers in the domain) / size over
+    NVLink, top_k x (peers outside) / size over the network. ``deepep``: one network copy per
+    remote domain holding any of the token's experts (expected value; ``max_domains`` caps
+    the domains a token may reach; ``groups`` and ``group_topk`` apply group-limited routing,
+    which with groups aligned to nodes is DeepSeek-V3's node-limited routing, M = 4), and one
+    NVLink copy per other destination rank (sent directly, or forwarded after crossing).
+    """
+    checks.choice("dispatcher", dispatcher, DISPATCHERS)
+    if top_k > experts:
+        raise ValueError(f"top_k={top_k} must be <= experts={experts}")
+    n = size
+    if n == 1:
+        return 0.0, 0.0
+    c = _cells(size, stride, domain_gpus, world)
+    if dispatcher == "alltoall":
+        local = c[c > 0]
+        return top_k * (local.max() - 1) / n, top_k * (n - local.min()) / n
+    per_rank = experts / n
+    hit = hit_probability(c * per_rank, experts, top_k) * (c > 0)
+    remote = (hit.sum(axis=1, keepdims=True) - hit)[c > 0]  # other domains of each member
+    if max_domains is not None:
+        own = hit[c > 0]
+        remote = np.minimum(remote, np.maximum(0.0, max_domains - own))
+    worst = float(remote.max())
+    if groups > 1 and group_topk is not None and group_topk < groups:
+        worst = min(worst, _grouped_remote(size, stride, domain_gpus, experts, top_k, world,
+                                           groups, group_topk))
+    nvlink = (n - 1) * float(hit_probability(per_rank, experts, top_k))
+    return nvlink, worst
+
+
+def all_to_all_s(hidden_bytes, nvlink_copies, network_copies, nvlink_Bps, network_Bps,
+                 routing_skew=1.0, nvlink_latency_s=0.0, network_latency_s=0.0):
+    """One dispatch or combine: ``hidden_bytes`` (tokens x hidden x bytes per element on one
+    GPU) times the copies over each path, the busiest rank carrying ``routing_skew`` times the
+    mean; NVLink and network run concurrently and the slower decides (DeepEP overlaps its
+    NVLink forwarding with RDMA). Each path that carries anything pays its latency once, as
+    :func:`companion.comm.collective_time_s` prices a direct all-to-all. Arrays broadcast."""
+    s = np.asarray(hidden_bytes, dtype=np.float64) * routing_skew
+    up = np.where(nvlink_copies > 0, nvlink_latency_s + s * nvlink_copies / nvlink_Bps, 0.0)
+    out = np.where(network_copies > 0, network_latency_s + s * network_copies / network_Bps,
+                   0.0)
+    return np.maximum(up, out)
+
+
+def layer_all_to_all_s(tokens, hidden: int, dispatch_precision: str, nvlink_copies,
+                       network_copies, nvlink_Bps, network_Bps, routing_skew=1.0,
+                       recompute_forward=False, nvlink_latency_s=0.0, network_latency_s=0.0):
+    """All-to-all time of one MoE layer for one microbatch, forward and backward: dispatch
+    (``dispatch_precision``) and combine (BF16) forward, their two BF16 mirror images
+    backward, and the forward pair again where the layer is recomputed."""
+    unit = functools.partial(all_to_all_s, nvlink_copies=nvlink_copies,
+                             network_copies=network_copies, nvlink_Bps=nvlink_Bps,
+                             network_Bps=network_Bps, routing_skew=routing_skew,
+                             nvlink_latency_s=nvlink_latency_s,
+                             network_latency_s=network_latency_s)
+    base = np.asarray(tokens, dtype=np.float64) * hidden
+    fwd = unit(base * wire_bytes(dispatch_precision)) + unit(base * COMBINE_BYTES)
+    bwd = 2 * unit(base * COMBINE_BYTES)
+    return fwd * (1 + np.asarray(recompute_forward, dtype=np.float64)) + bwd
+
+
+# -- kernels -----------------------------------------------------------------------------------
+def rows_per_expert(tokens, top_k: int, experts: int, ep, etp, tp, routing_skew=1.0):
+    """Tokens one local expert multiplies per microbatch on the busiest rank: the group's
+    tokens (``tokens`` per TP group, gathered over ETP) x top_k spread over the experts,
+    times the skew; at least 1."""
+    rows = np.asarray(tokens) * etp / tp * top_k * ep / experts * routing_skew
+    return np.maximum(1, np.ceil(rows)).astype(np.int64)
+
+
+def permute_bytes(tokens, hidden: int, top_k: int, tp=1):
+    """HBM bytes of permute plus unpermute in one direction: read each token (BF16), write its
+    top_k copies, and the reverse (Megatron's fused ``moe_permute`` / ``moe_unpermute``)."""
+    return 2.0 * 2.0 * np.asarray(tokens) / tp * hidden * (1 + top_k)
+
+
+def router_bytes(tokens, experts: int, top_k: int, tp=1):
+    """HBM bytes of the router after its GEMM, one direction: FP32 logits written and read by
+    softmax / top-k, probabilities and int64 indices of the top_k written."""
+    return np.asarray(tokens) / tp * (experts * 4.0 * 3 + top_k * (4.0 + 8.0))
+
+
+#: GEMMs each local expert runs per MoE layer and microbatch: FC1 and FC2 forward, their
+#: dgrad and wgrad backward.
+EXPERT_GEMMS = (2, 4)
+
+
+def expert_loop_s(local_experts) -> float:
+    """Time per local expert GEMM that the expert loop adds beyond the GEMM itself, seconds.
+    Transformer Engine's ``GroupedLinear`` (Megatron-Core's grouped GEMM) runs an MoE layer's
+    experts as one cuBLASLt GEMM per expert spread over CUDA streams (TE PR 853, "Grouped
+    GEMM via multi-stream cuBLAS"); TE PR 3134 measured that loop on SM100 at 0.267 ms for 8
+    experts of 128 tokens (N = K = 2048) where one CUTLASS launch of the same GEMMs takes
+    0.069 ms: (0.267 - 0.069) / 8 = 25 us per expert GEMM (the two rows of kind
+    ``grouped_gemm_dispatch``). Returns (forward, backward) seconds for arrays of local
+    expert counts."""
+    per = (_value("te-grouped-linear-multistream-sm100-8x128")
+           - _value("te-grouped-linear-cutlass-sm100-8x128")) / 8
+    n = np.asarray(local_experts, dtype=np.float64)
+    return n * EXPERT_GEMMS[0] * per, n * EXPERT_GEMMS[1] * per
+
+
+def _value(row_id: str) -> float:
+    return float(measurement(row_id)["value"])
+
+
+# -- memory -------------------------------------------------------------------------------------
+def saved_bytes_per_layer(tokens, hidden: int, experts: int, top_k: int, tp, etp,
+                          routing_skew=1.0):
+    """Bytes one MoE layer keeps for its backward pass per microbatch beyond a dense MLP's input:
+    the dispatched copies (top_k BF16 hidden vectors per token, the expert FC1 input saved for
+    its weight gradient; gathered over ETP), the router's FP32 probabilities over all experts
+    and its int64 top-k indices. ``tokens``: tokens of the microbatch on one TP group."""
+    t = np.asarray(tokens, dtype=np.float64)
+    dispatched = 2.0 * top_k * t * etp / tp * hidden * routing_skew
+    return dispatched + t / tp * (4.0 * experts + 8.0 * top_k)
+
+
+def transient_bytes(tokens, hidden: int, top_k: int, tp):
+    """The permutation buffer alive while one MoE layer dispatches: the top_k permuted BF16
+    copies of the rank's tokens before they leave (one layer at a time)."""
+    return 2.0 * top_k * np.asarray(tokens, dtype=np.float64) / tp * hidden
+
+
+
+
+def layout_arrays(layout) -> dict:
+    """A :class:`~companion.model.Layout`'s MoE fields as the length-1 arrays
+    :func:`companion.steptime.step_arrays` reads: ``etp``, ``fp8_dispatch`` (0/1) and
+    ``skew``. Rows without them (the search's) take ETP = TP, BF16 and balanced routing."""
+    return {"etp": np.array([layout.expert_tp], dtype=np.int64),
+            "fp8_dispatch": np.array([int(layout.dispatch_precision == "fp8")], dtype=np.int64),
+            "skew": np.array([float(layout.routing_skew)])}
+
+
+
+
+#: The dispatcher each software stack runs (``companion.machine.STACKS`` names).
+#: ``megatron-2022``: the papers' Megatron-LM had no MoE path of its own; an NCCL all-to-all.
+#: ``megatron-core``: Megatron-Core's ``flex`` token dispatcher with DeepEP, its recommended
+#: setting for cross-node expert parallelism (Megatron-LM MoE README, "Token dispatcher").
+#: ``megatron-bridge``: HybridEP / DeepEP, the ``moe_flex_dispatcher_backend`` of every
+#: DeepSeek-V3 performance recipe (Megatron-Bridge scripts/performance/configs/deepseek).
+STACK_DISPATCHER = {"megatron-2022": "alltoall", "megatron-core": "deepep",
+                    "megatron-bridge": "deepep"}
+
+
+def dispatcher_for(stack) -> str:
+    """The dispatcher of ``stack`` (a :class:`~companion.machine.Stack`): its own
+    ``moe_dispatcher`` attribute if it has one, else :data:`STACK_DISPATCHER`, else
+    ``alltoall``."""
+    own = getattr(stack, "moe_dispatcher", None)
+    if own is not None:
+        return checks.choice("moe_dispatcher", own, DISPATCHERS)
+    return STACK_DISPATCHER.get(getattr(stack, "name", ""), "alltoall")
+
+
+__all__ = ["DISPATCHERS", "DISPATCH_PRECISIONS", "WIRE_BYTES", "COMBINE_BYTES",
+           "NVLINK_A2A_FRACTION", "NIC_A2A_FRACTION", "achieved_Bps",
+           "wire_bytes", "max_skew", "check_skew", "check_expert_layout", "group_span",
+           "hit_probability", "copies_per_token", "all_to_all_s", "layer_all_to_all_s",
+           "rows_per_expert", "permute_bytes", "router_bytes", "saved_bytes_per_layer",
+           "transient_bytes", "layout_arrays",
+           "STACK_DISPATCHER", "dispatcher_for"]

@@ -1,0 +1,342 @@
+"""Expert parallelism (issue 12): topology with fractional domains, the all-to-all as DeepEP and
+NCCL run it, expert kernels, MoE memory, presets and bad input."""
+import math
+
+import numpy as np
+import pytest
+
+from companion import moe, parallel
+from companion.memory import training_memory
+from companion.model import Layout, check_layout, preset
+
+# seed 003's MoE layout at the scale of 128 NVL72 racks: TP4 PP8 CP2 VPP2 EP32 on 9216 GPUs
+SEED = Layout(tp=4, pp=8, cp=2, dp=144, ep=32, vpp=2, microbatch=1, global_batch=144 * 16,
+              sequence_parallel=True, distributed_optimizer=True)
+
+
+def _seed(system, gpu, **kw):
+    return parallel.estimate("seed-1.7t-moe", SEED, gpu, system=system, **kw)
+
+
+def test_nvl72_rack_makes_the_seed_all_to_all_clearly_cheaper_than_8_gpu_nodes():
+    rack, node = _seed("GB200 NVL72", "GB200"), _seed("DGX B200", "B200")
+    # DeepEP sends a token once per remote domain holding one of its 24 experts: a 72-GPU rack
+    # holds 18 of the group's 32 ranks, an 8-GPU node 2, so the rack cuts the network copies
+    # from about 12 per token to about 2
+    assert rack.ep_comm_s < 0.5 * node.ep_comm_s
+    # an NCCL all-to-all (one copy per routed expert) gains nothing for the worst-placed rank:
+    # EP32 x ETP4 spans 128 ranks, which 72-GPU racks cut so that some rank keeps only one peer
+    lo, hi, _ = moe.group_span(32, 4, 72, 9216)
+    assert (lo, hi) == (2, 18) and moe.group_span(32, 4, 8, 9216)[:2] == (2, 2)
+    old_rack = _seed("GB200 NVL72", "GB200", software="megatron-2022").ep_comm_s
+    old_node = _seed("DGX B200", "B200", software="megatron-2022").ep_comm_s
+    assert old_rack == pytest.approx(old_node, rel=1e-6)
+
+
+@pytest.mark.parametrize("dispatcher", moe.DISPATCHERS)
+@pytest.mark.parametrize("chain", [(4, 8, 72), (4, 36, 72), (1, 8, 72)])
+def test_a_bigger_domain_never_makes_a_group_slower(dispatcher, chain):
+    # each domain size a multiple of the last: every pair sharing the small domain shares the
+    # big one, so no rank loses a peer beside it and none sends more over the network
+    up, net = 800e9 * 0.8, 50e9 * 0.94
+    for size in (2, 8, 12, 16, 32, 64, 128):
+        for stride in (1, 2, 4, 8):
+            world = size * stride * 72 * 4
+            times = []
+            for domain in chain:
+                nvl, out = moe.copies_per_token(dispatcher, size, stride, domain, 256, 8, world)
+                times.append(float(moe.all_to_all_s(4096 * 7168 * 2, nvl, out, up, net)))
+            assert times == sorted(times, reverse=True), (size, stride, times)
+
+
+def test_fractional_domains_are_counted_exactly():
+    # EP32 four ranks apart on 72-GPU racks: 128-rank groups; rack boundaries every 72 ranks.
+    # Group 0 (ranks 0..124): 18 in rack 0, 14 in rack 1. Group 5 (ranks 640..764): 2 in rack
+    # 8 (640, 644), 18 in rack 9, 12 in rack 10.
+    c = moe._cells(32, 4, 72, 1152)
+    assert sorted(c[0][c[0] > 0]) == [14, 18]
+    assert sorted(c[20][c[20] > 0]) == [2, 12, 18]  # group 5 of offset 0 is row 5 * 4 = 20
+    assert c.sum() == 1152 and (c.sum(axis=1) == 32).all()
+    # a group of 12 on 8-GPU boards from a board's start: 8 + 4
+    assert moe.group_span(12, 1, 8, 12) == (4, 8, 2)
+    with pytest.raises(ValueError, match="world"):
+        moe.group_span(12, 1, 8, 20)
+
+
+def test_hit_probability_is_the_hypergeometric_miss():
+    # chance a token's 8 of 256 experts include one of 32 held: 1 - C(224, 8) / C(256, 8)
+    assert moe.hit_probability(32, 256, 8) == pytest.approx(1 - math.comb(224, 8) / math.comb(256, 8))
+    assert moe.hit_probability(0, 256, 8) == 0.0 and moe.hit_probability(256, 256, 8) == 1.0
+
+
+def test_deepep_dedup_never_sends_more_than_nccl():
+    for size, stride, domain in ((64, 1, 8), (32, 4, 72), (16, 1, 8), (256, 1, 72)):
+        _, dedup = moe.copies_per_token("deepep", size, stride, domain, 256, 8, size * stride * 9)
+        _, plain = moe.copies_per_token("alltoall", size, stride, domain, 256, 8,
+                                        size * stride * 9)
+        assert dedup <= plain
+    # DeepSeek-V3 on 2048 H800: EP64 over 8 nodes, top-8 of 256. NCCL: 8 x 56/64 = 7 copies
+    # per token cross the network; DeepEP: one per remote node hit, at most M = 4 nodes
+    # (node-limited routing, arXiv:2412.19437 Section 2.1.2), so at most 4 - P(own node)
+    _, plain = moe.copies_per_token("alltoall", 64, 1, 8, 256, 8, 2048)
+    _, limited = moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048, max_domains=4)
+    assert plain == pytest.approx(7.0) and limited <= 4.0
+
+
+def test_fp8_dispatch_moves_about_half_the_bytes():
+    # E4M3 plus one FP32 scale per 128 channels: 1 + 4/128 bytes per element vs 2
+    assert moe.wire_bytes("fp8") == pytest.approx(1.03125) and moe.wire_bytes("bf16") == 2.0
+    bf = _seed("DGX B200", "B200").ep_comm_s
+    fp = parallel.estimate("seed-1.7t-moe", Layout(**{**SEED.__dict__,
+                                                      "dispatch_precision": "fp8"}),
+                           "B200", system="DGX B200").ep_comm_s
+    # dispatch forward is one of four BF16-sized transfers (combine, two backward)
+    assert fp == pytest.approx(bf * (3 + 1.03125 / 2) / 4, rel=1e-3)
+
+
+def test_published_all_to_all_bandwidths():
+    # DeepEP README: H800 intranode dispatch 153 GB/s of NVLink's 200 GB/s per direction;
+    # V2 SM100 EP8 726 GB/s of NVLink 5's 900; NDR NICs carry 46-48 GB/s (nccl-tests #290)
+    assert moe.NVLINK_A2A_FRACTION["Hopper"] * 200e9 == pytest.approx(153e9)
+    assert moe.NVLINK_A2A_FRACTION["Blackwell"] * 900e9 == pytest.approx(726e9)
+    assert 46e9 <= moe.NIC_A2A_FRACTION * 50e9 <= 48e9
+
+
+def test_top24_routing_adds_at_least_its_dispatched_copies():
+    """Same layout, top-24 vs top-2 of 128 experts (seed-1.7t-moe: hidden 16384, sequence
+    8192). Per MoE layer per in-flight microbatch a GPU keeps the dispatched copies of its
+    tokens: sequence / CP = 4096 tokens, gathered over ETP = TP = 4, each copied top_k times
+    at 2 bytes x 16384: 22 extra copies are 22 x 4096 x 16384 x 2 = 2.95 GB. With 128 layers
+    on PP8 (16 per stage) and the 1F1B schedule's in-flight microbatches, the top-24 run needs
+    at least 22 x 2 x 4096 x 16384 x 16 layers x in-flight more."""
+    from companion.memory import pipeline_inflight_microbatches
+    lay = Layout(tp=4, pp=8, cp=2, dp=16, ep=32, vpp=2, microbatch=1, global_batch=16 * 16,
+                 sequence_parallel=True, distributed_optimizer=True)
+    m24, m2 = preset("seed-1.7t-moe"), preset("seed-1.7t-moe", top_k=2)
+    a24 = training_memory(m24, lay).activations_bytes
+    a2 = training_memory(m2, lay).activations_bytes
+    copies = (24 - 2) * 4096 * 16384 * 2
+    assert copies == pytest.approx(2.95e9, rel=1e-3)
+    inflight = pipeline_inflight_microbatches(8, 2, 16)
+    assert a24 - a2 >= copies * 16 * inflight
+    # the issue's figure: about 3.2 GB of top-24 copies per MoE layer per microbatch
+    assert moe.saved_bytes_per_layer(4096, 16384, 128, 24, 4, 4) == pytest.approx(3.2e9, rel=0.02)
+
+
+def test_expert_tp_decouples_expert_shapes_from_tp():
+    # Megatron-Bridge runs Qwen3-235B on H100 at TP2 with EP32 and expert TP 1: the expert grid
+    # 1 x 32 x 1 fills tp x dp = 2 x 16 per stage
+    lay = Layout(tp=2, pp=8, dp=16, ep=32, etp=1, vpp=4, global_batch=2048,
+                 sequence_parallel=True, distributed_optimizer=True, precision="fp8")
+    check_layout(preset("qwen3-235b-a22b", layers=96), lay, 256)  # 94 layers: uneven stages
+    assert lay.expert_tp == 1 and lay.expert_optimizer_shards == 1
+    with pytest.raises(ValueError, match="ep"):
+        Layout(tp=2, pp=8, dp=16, ep=32, global_batch=2048)  # ETP = TP 2: 64 > 32 ranks
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(ep=6, dp=48, global_batch=48), "ep=6 must divide experts=128"),
+    (dict(etp=5, ep=8), "etp=5 must divide expert_ffn_hidden=768"),
+    (dict(routing_skew=17.0), "routing_skew"),
+    (dict(routing_skew=0.5), "routing_skew"),
+])
+def test_bad_moe_layouts_name_the_parameter(kw, words):
+    lay = dict(tp=1, pp=1, dp=40, ep=8, global_batch=40)
+    with pytest.raises(ValueError, match=words):
+        check_layout(preset("qwen3-30b-a3b"), Layout(**{**lay, **kw}))
+
+
+def test_top_k_above_experts_is_refused():
+    with pytest.raises(ValueError, match="top_k=9 must be <= experts=8"):
+        preset("mixtral-8x7b", top_k=9)
+    with pytest.raises(ValueError, match="dispatcher"):
+        moe.copies_per_token("nccl", 8, 1, 8, 8, 2)
+    with pytest.raises(ValueError, match="dispatch_precision"):
+        Layout(dispatch_precision="fp4")
+    assert moe.max_skew(128, 8) == 16
+
+
+@pytest.mark.parametrize("name, total, active", [
+    # Qwen3 Technical Report (arXiv:2505.09388) Table 2 and model cards: 30.5B / 3.3B,
+    # 235B / 22B; Mixtral (arXiv:2401.04088): 47B total, 13B active; Mixtral 8x22B model card:
+    # 141B / 39B
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9), ("qwen3-235b-a22b", 235e9, 22e9),
+    ("mixtral-8x7b", 47e9, 13e9), ("mixtral-8x22b", 141e9, 39e9)])
+def test_moe_presets_match_their_published_sizes(name, total, active):
+    m = preset(name)
+    assert m.params == pytest.approx(total, rel=0.02)
+    assert m.active_params == pytest.approx(active, rel=0.05)
+
+
+def test_qwen3_rows_follow_the_bridge_flop_count():
+    # Megatron-Bridge 25.11, DGX-GB200: Qwen3-235B-A22B 728 TFLOP/s at 4916 tokens/s/GPU
+    from companion.steptime import model_flops_per_token
+    per_token = 728e12 / 4916
+    assert model_flops_per_token(preset("qwen3-235b-a22b"), "bridge") == pytest.approx(
+        per_token, rel=2e-3)
+
+
+def test_routing_skew_slows_the_busiest_rank():
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, microbatch=4, global_batch=512, precision="fp8",
+                 distributed_optimizer=True)
+    even = parallel.estimate("qwen3-30b-a3b", lay, "B200", system="DGX B200")
+    skew = parallel.estimate("qwen3-30b-a3b", Layout(**{**lay.__dict__, "routing_skew": 1.5}),
+                             "B200", system="DGX B200")
+    assert skew.step_time_s > even.step_time_s and skew.ep_comm_s == pytest.approx(
+        1.5 * even.ep_comm_s, rel=0.01)
+    assert skew.activations_bytes > even.activations_bytes
+
+
+def test_moe_exercises_are_answered_and_checked():
+    from companion import exercises
+    from companion.catalogue import load_all
+    load_all()
+    ex = exercises.exercises("moe")
+    assert len(ex) >= 5
+    for e in ex:
+        a = e.answer()
+        assert np.isfinite(a) and a > 0, e.id
+        assert exercises.check(e.id, a) and not exercises.check(e.id, 2 * a), e.id
+    # worked from the sources: 8 of 256 experts over 64 ranks, 8 per node: 8 x 56 / 64
+    assert exercises.check("moe-nccl-copies-dsv3", 8 * 56 / 64)
+    # 4,096 tokens x 24 copies x 16,384 x 2 bytes plus FP32 probabilities over 128 experts
+    assert exercises.check("moe-seed-dispatched-gb",
+                           (4096 * 24 * 16384 * 2 + 4096 / 4 * (4 * 128 + 8 * 24)) / 1e9)
+    assert exercises.check("moe-fp8-dispatch-saving", 1 - (6 + 1 + 4 / 128) / 8)
+
+
+def test_explorer_frame_has_every_domain_and_ep():
+    from companion.explore import moe as mx
+    f = mx.ep_share_frame()
+    assert set(f["domain"]) == {f"{d}-GPU domains" for d in mx.DOMAINS}
+    assert sorted(set(f["ep"])) == list(mx.EP_DEGREES)
+    assert ((f["a2a_share_pct"] >= 0) & (f["a2a_share_pct"] < 100)).all()
+
+
+def test_moe_recompute_trades_the_dispatched_copies_for_a_second_forward():
+    # Megatron's --recompute-modules moe: the MoE layer keeps its input only and reruns its
+    # router, dispatch, experts and combine in the backward pass
+    base = dict(SEED.__dict__, recompute="selective")
+    sel = parallel.estimate("seed-1.7t-moe", Layout(**base), "GB200", system="GB200 NVL72")
+    rec = parallel.estimate("seed-1.7t-moe", Layout(**{**base, "recompute": "moe"}), "GB200",
+                            system="GB200 NVL72")
+    assert rec.activations_bytes < 0.5 * sel.activations_bytes
+    assert rec.step_time_s > sel.step_time_s and rec.recompute_s > sel.recompute_s
+    assert rec.ep_comm_s == pytest.approx(sel.ep_comm_s * 6 / 4, rel=0.02)  # forward pair again
+    from companion.search import search
+    found = search("qwen3-30b-a3b", "B200", 8, 512, system="DGX B200", precision="fp8",
+                   include_infeasible=True)
+    assert "moe" in set(found["recompute"])
+    dense = search("llama3-8b", "H100", 8, 64, include_infeasible=True)
+    assert "moe" not in set(dense["recompute"])  # same as selective for a dense model
+
+
+def test_grouped_gemm_rows_read_deepgemm_s_table():
+    from companion.explore import moe as mx
+    gg = mx.grouped_gemm_frame().set_index(["groups", "m_per_group", "n", "k"])
+    # DeepGEMM README (first release), H800 FP8: 8 groups of 4096 x 4096 x 7168 at 1288 TFLOPS;
+    # masked layout, 4 groups of 256 x 7168 x 2048 at 815 TFLOPS
+    assert gg.loc[(8, 4096, 4096, 7168), "published_tflops"] == 1288
+    assert gg.loc[(4, 256, 7168, 2048), "published_tflops"] == 815
+    # the roofline prices large-M, long-K expert GEMMs within 5% of the published kernels
+    big = gg.xs(7168, level="k")
+    assert big[big.index.get_level_values("m_per_group") >= 1024]["error_pct"].abs().max() < 5
+    # DeepEP's measured fractions come from the same table of published measurements
+    assert moe.measurement("deepep-v1-h800-intranode-dispatch")["value"] == "153000000000.0"
+
+
+def test_heldout_moe_rows():
+    moe_rows = parallel.published_runs(held_out=True, moe=True)
+    dense = parallel.published_runs(held_out=True)  # the default family: dense runs only
+    assert not any(preset(m).is_moe for m in dense["model"])
+    assert not set(moe_rows["run_id"]) & set(dense["run_id"])
+    assert len(moe_rows) >= 30 and moe_rows["held_out"].all()
+    assert (moe_rows["tp"] * moe_rows["pp"] * moe_rows["dp"] * moe_rows["cp"]
+            == moe_rows["num_gpus"]).all()
+    r = moe_rows.set_index("run_id")
+    # Megatron-Bridge 25.11, DGX-GB200: DeepSeekV3 BF16, 256 GPUs, GBS 4096, PP4 VP4 EP64,
+    # 3139 tokens/s/GPU, 782 TFLOP/s; the step is GBS x 4096 / (tokens/s/GPU x GPUs)
+    g = r.loc["bridge2511_gb200_dsv3_bf16"]
+    assert (g["pp"], g["vpp"], g["ep"], g["measured_tokens_per_s_per_gpu"]) == (4, 4, 64, 3139)
+    assert g["measured_step_time_s"] == pytest.approx(4096 * 4096 / (3139 * 256))
+    # DeepSeek-V3 report: 180K H800 GPU-hours per trillion tokens on 2048 H800, batch 15360
+    d = r.loc["deepseek2024_h800_dsv3_2048"]
+    assert d["measured_step_time_s"] == pytest.approx(
+        15360 * 4096 / 1e12 * 180e3 * 3600 / 2048, rel=1e-3)
+    # the Qwen3 rows' TFLOP/s follow Megatron-Bridge's causal FLOP count
+    from companion.steptime import model_flops_per_token
+    for _, q in moe_rows[moe_rows["model"].str.startswith("qwen3")].iterrows():
+        tokens_per_s = q["global_batch"] * 4096 / (q["measured_step_time_s"] * q["num_gpus"])
+        per_token = q["measured_tflops_per_gpu"] * 1e12 / tokens_per_s
+        assert per_token == pytest.approx(model_flops_per_token(preset(q["model"]), "bridge"),
+                                          rel=1e-2), q["run_id"]
+
+
+@pytest.mark.parametrize("model, layout, kw", [
+    ("seed-1.7t-moe", SEED, {}),
+    ("deepseek-v3", Layout(tp=2, pp=8, dp=576, ep=64, etp=1, global_batch=576 * 8,
+                           sequence_parallel=True, distributed_optimizer=True),
+     dict(uneven_stages=True)),
+    ("gpt3-175b", Layout(tp=16, pp=8, dp=72, global_batch=72 * 8, sequence_parallel=True,
+                         distributed_optimizer=True), {}),
+])
+def test_no_collective_of_a_job_slows_down_in_a_bigger_domain(model, layout, kw):
+    # issue 12, Done when: same GPUs and links, domains of 4, 8, 36 and 72 GPUs; each domain
+    # size a multiple of the one it is compared with
+    from companion.explore import moe as mx
+    parts = ("tp_comm_s", "cp_comm_s", "ep_comm_s", "dp_comm_s", "pp_p2p_s")
+    t = {d: parallel.estimate(model, layout, "GB200", system=mx.domain_cluster(d), **kw)
+         for d in (4, 8, 36, 72)}
+    for small, big in ((4, 8), (8, 72), (4, 36), (36, 72)):
+        for p in parts:
+            assert getattr(t[big], p) <= getattr(t[small], p) * (1 + 1e-9), (small, big, p)
+
+
+def test_group_limited_routing_caps_deepseek_v3_at_four_nodes():
+    # DeepSeek-V3 (config.json n_group 8, topk_group 4; report Section 2.1.2: each token goes
+    # to at most 4 nodes). EP64 over 8 nodes of 8 H800: each routing group of 32 experts is one
+    # node's, so a token reaches at most 4 nodes, its own among them with chance 4/8: at most
+    # 4 - 1/2 = 3.5 remote nodes on average, against 4.6 with free top-8 routing
+    m = preset("deepseek-v3")
+    assert (m.router_groups, m.router_group_topk) == (8, 4)
+    free = moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048)[1]
+    grouped = moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048, groups=8, group_topk=4)[1]
+    assert grouped <= 3.5 < free
+    with pytest.raises(ValueError, match="router_group_topk"):
+        preset("deepseek-v3", router_group_topk=9)
+    with pytest.raises(ValueError, match="top_k=8 must be <="):
+        preset("deepseek-v3", router_groups=64, router_group_topk=1)  # 4 experts per group
+
+
+def test_expert_loop_costs_what_transformer_engine_measured():
+    # TE PR 3134 (SM100, 8 experts x 128 tokens, N = K = 2048): the multi-stream cuBLASLt loop
+    # 0.267 ms, one CUTLASS launch 0.069 ms; the loop adds (0.267 - 0.069) / 8 per expert GEMM
+    per = (0.267e-3 - 0.069e-3) / 8
+    fwd, bwd = moe.expert_loop_s(16)
+    assert (fwd, bwd) == pytest.approx((16 * 2 * per, 16 * 4 * per))
+    # the step pays it per local expert: EP8 of Qwen3-30B's 128 experts keeps 16 per GPU
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, etp=1, microbatch=1, global_batch=64, precision="fp8")
+    from companion.calibration import DEFAULT
+    from dataclasses import replace
+    on = parallel.estimate("qwen3-30b-a3b", lay, "B200", software="megatron-bridge")
+    off = parallel.estimate("qwen3-30b-a3b", lay, "B200", software="megatron-bridge",
+                            calibration=replace(DEFAULT, off=frozenset({"launch"})))
+    layers, microbatches = 48, 8
+    assert on.gemm_s - off.gemm_s == pytest.approx(layers * microbatches * 16 * 6 * per,
+                                                   rel=1e-6)
+
+
+def test_moe_runs_are_their_own_family_and_never_fit_a_constant():
+    from companion import validation as V
+    fam = V.family_errors(["moe"]).set_index("moe")
+    assert fam.loc["MoE", "runs"] == len(parallel.published_runs(True, moe=True))
+    cv = V.cross_validation()
+    assert (cv.loc[cv["moe"] == "MoE", "role"] == "held out").all()
+    lo, hi, basis = V.band("GB200", "fp8", 1.0, moe=True)
+    assert "MoE" in basis and lo < 1 < hi
+    e = parallel.estimate("qwen3-30b-a3b", Layout(tp=1, pp=1, dp=8, ep=8, etp=1, microbatch=4,
+                                                  global_batch=512, precision="fp8"),
+                          "GB200", software="megatron-bridge")
+    assert "MoE" in e.band_basis
+    with pytest.raises(TypeError, match="moe"):
+        V.band("GB200", "fp8", 1.0, moe="yes")
