@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import checks, claims
 from ..model import Layout, layout_text
-from ..parallel import Cluster, cluster, estimate, validate
+from ..parallel import estimate, validate
 from ..validation import band, cross_validation
 from ..search import search
 from .core import Choice
@@ -258,45 +258,6 @@ def seed_175b_table() -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("machine")
 
 
-#: Seed 003's 1.7T MoE layout: TP4, PP8, VPP2, CP2, EP128 on "8192 B200 (128 NVL72)". The
-#: seed names no batch; 2048 sequences of 8192 tokens (16.8M tokens, Llama 3 405B's batch
-#: size) is this chapter's assumption, as is FP8.
-SEED_MOE = dict(tp=4, pp=8, vpp=2, cp=2, ep=128)
-SEED_MOE_GPUS, SEED_MOE_BATCH, SEED_MOE_PRECISION = 8192, 2048, "fp8"
-
-
-def seed_moe_cluster() -> Cluster:
-    """8,192 B200 in 128 GB200 NVL72 racks: 64 of each rack's 72 GPUs used, so no group of a
-    power-of-two size straddles two racks."""
-    nvl = cluster("B200", "GB200 NVL72")
-    return Cluster("128 GB200 NVL72 racks, 64 GPUs used in each", 64, nvl.scaleup_Bps,
-                   nvl.scaleout_Bps, nvl.source)
-
-
-def seed_moe_layout(num_gpus: int = SEED_MOE_GPUS) -> Layout:
-    """The seed's MoE layout on ``num_gpus`` GPUs (DP = GPUs / (TP PP CP)); raises the
-    layout's own error when EP does not divide DP x CP."""
-    s = SEED_MOE
-    return Layout(dp=num_gpus // (s["tp"] * s["pp"] * s["cp"]), microbatch=1,
-                  global_batch=SEED_MOE_BATCH, sequence_parallel=True, recompute="selective",
-                  distributed_optimizer=True, precision=SEED_MOE_PRECISION, **s)
-
-
-def seed_moe_estimate():
-    """:func:`companion.parallel.estimate` of the seed's MoE layout on its cluster."""
-    return estimate("seed-1.7t-moe", seed_moe_layout(), "B200", num_gpus=SEED_MOE_GPUS,
-                    system=seed_moe_cluster())
-
-
-@functools.lru_cache(maxsize=2)
-def seed_moe_search() -> pd.DataFrame:
-    """Layouts of the seeds' MoE on the same cluster, batch and precision, fastest first
-    (selective recomputation, distributed optimizer, microbatches of 1 or 2)."""
-    return search("seed-1.7t-moe", "B200", SEED_MOE_GPUS, SEED_MOE_BATCH,
-                  system=seed_moe_cluster(), precision=SEED_MOE_PRECISION, max_microbatch=2,
-                  recompute=("selective",), zero=(1,))
-
-
 def seed_claims() -> pd.DataFrame:
     """Every parallelism claim of ``data/claims.yaml``: the seed's words (Chinese and
     English), the verdict :func:`companion.claims.evaluate` computes and the catalogue's."""
@@ -351,5 +312,4 @@ __all__ = ["band_frame", "band_chart", "PARTS", "breakdown", "comm_share", "layo
            "BUBBLE_CHART", "MACHINES", "layout_frame", "LAYOUT_CONTROLS", "LAYOUT_CHART",
            "tp_domain_frame", "DOMAIN_CONTROLS", "DOMAIN_CHART", "validation_frame",
            "error_summary", "validation_chart", "search_table", "best_layout",
-           "seed_175b_table", "SEED_MOE", "seed_moe_cluster", "seed_moe_layout",
-           "seed_moe_estimate", "seed_moe_search", "seed_claims"]
+           "seed_175b_table", "seed_claims"]
