@@ -9,10 +9,11 @@ from importlib import import_module
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "units", "hardware", "formats", "blockscale", "formats_torch", "experiment", "speedup",
-    "roofline", "memory", "model", "comm", "fabric", "moe", "parallel", "search", "steptime",
-    "calibration", "machine", "power", "cases", "reliability", "stack", "claims", "exercises",
-    "explore", "bench", "checks",
+    "units", "hardware", "formats", "minifloat", "blockscale", "formats_torch", "experiment",
+    "seedstats", "speedup", "roofline", "memory", "model", "comm", "fabric", "moe", "parallel",
+    "search", "steptime", "calibration", "estimator", "validation", "clocks", "machine", "power",
+    "cases", "reliability", "stack", "claims", "claims_core", "exercises", "explore", "bench",
+    "checks",
 )
 __all__ = ["__version__", *_SUBMODULES]
 
