@@ -41,3 +41,140 @@ def test_record_is_written_once_with_provenance(tmp_path):
     assert p2 != p and json.loads(p.read_text())["results"] == [{"v": 1}]
     assert [r["results"][0]["v"] for r in record.load_records("unit-test", tmp_path)] == [1, 2]
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+# -- the shared checks: the cases of issue 15 ---------------------------------------------------
+def test_number_accepts_numpy_and_torch_scalars():
+    import torch
+    assert checks.number("x", np.float32(2.5)) == 2.5
+    assert checks.number("x", np.array(3.0), integer=True) == 3
+    assert checks.number("x", torch.tensor(4)) == 4
+    with pytest.raises(TypeError, match="x must be a number; got ndarray"):
+        checks.number("x", np.array([1.0, 2.0]))
+
+
+def test_number_refuses_ints_too_large_for_a_float():
+    with pytest.raises(ValueError, match="m is too large"):
+        checks.number("m", 10 ** 400, integer=True)
+
+
+@pytest.mark.parametrize("value", ["False", "no", 0, 1, None, "True", np.float64(1.0)])
+def test_boolean_is_strict(value):
+    with pytest.raises(TypeError, match="flag must be True or False"):
+        checks.boolean("flag", value)
+
+
+def test_boolean_accepts_numpy_bools():
+    assert checks.boolean("flag", np.bool_(True)) is True
+
+
+def test_scaled_refuses_overflow():
+    assert checks.scaled("x", 80, 1e9) == 80e9
+    with pytest.raises(ValueError, match="x=1e\\+300 is too large"):
+        checks.scaled("x", 1e300, 1e9)
+
+
+def test_transformer_takes_presets_and_suggests():
+    from companion.model import Transformer
+    assert isinstance(checks.transformer("model", "gpt3-175b"), Transformer)
+    with pytest.raises(ValueError, match="Did you mean"):
+        checks.transformer("model", "gpt3-175")
+    with pytest.raises(TypeError, match="model must be a Transformer or a preset name"):
+        checks.transformer("model", 175e9)
+
+
+def test_real_array_and_gpu_count():
+    assert checks.real_array("x", [1, 2]).dtype == np.float64
+    with pytest.raises(ValueError, match=r"x must be finite and >= 0; got \[-1.0\]"):
+        checks.real_array("x", [1, -1], nonnegative=True)
+    with pytest.raises(ValueError, match=f"num_gpus must be <= {checks.MAX_GPUS}"):
+        checks.gpu_count("num_gpus", 10 ** 30)
+
+
+# -- records: what crashes and collisions leave behind -------------------------------------------
+def _meta():
+    return {"device": "test-device", "date_utc": "2026-01-01T00:00:00+00:00"}
+
+
+def test_records_are_standard_json_with_nan_as_null(tmp_path):
+    p = record.write_record("unit-test", [{"v": float("nan"), "w": np.float64("inf"),
+                                           "n": np.int64(3)}], _meta(), tmp_path)
+    text = p.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    # json.loads with a parse_constant that refuses NaN: the file is RFC 8259 JSON
+    body = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}"))
+    assert body["results"] == [{"v": None, "w": None, "n": 3}]
+
+
+def test_same_name_collision_keeps_both_records(tmp_path, monkeypatch):
+    import datetime as dt
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+
+    monkeypatch.setattr(record._dt, "datetime", Frozen)
+    paths = [record.write_record("unit-test", [{"v": i}], _meta(), tmp_path) for i in range(3)]
+    assert len(set(paths)) == 3
+    assert sorted(r["results"][0]["v"] for r in record.load_records("unit-test", tmp_path)) \
+        == [0, 1, 2]
+
+
+def test_reader_skips_temp_files_and_names_a_corrupt_one(tmp_path):
+    record.write_record("unit-test", [{"v": 1}], _meta(), tmp_path)
+    (tmp_path / ".tmp-abc123.json").write_text('{"kind": "unit-test", "res')  # a killed writer
+    (tmp_path / "torn-record.json").write_text('{"kind": "unit-test", "results": [')
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.warns(UserWarning) as seen:
+        recs = record.load_records("unit-test", tmp_path)
+    assert [r["results"] for r in recs] == [[{"v": 1}]]
+    messages = " ".join(str(w.message) for w in seen)
+    assert "torn-record.json" in messages and "list.json" in messages
+    assert ".tmp-abc123" not in messages
+
+
+def test_records_come_oldest_first_by_their_own_timestamp(tmp_path):
+    # names sort the other way round from the times written inside the records
+    for name, when in (("a-late.json", "2026-03-01T00:00:00+00:00"),
+                       ("b-early.json", "2026-01-01T00:00:00+00:00"),
+                       ("c-middle.json", "2026-02-01T00:00:00.5+00:00")):
+        (tmp_path / name).write_text(json.dumps({"kind": "k", "written_utc": when,
+                                                 "meta": {}, "results": [name]}))
+    assert [r["results"][0] for r in record.load_records("k", tmp_path)] == \
+        ["b-early.json", "c-middle.json", "a-late.json"]
+
+
+_WRITER = """
+import sys
+from companion.bench import record
+big = [{"i": i, "payload": "x" * 200} for i in range(20000)]  # ~5 MB: killed mid-write often
+print("ready", flush=True)
+while True:
+    record.write_record("kill-test", big, {"device": "d"}, sys.argv[1])
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_readable_records(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    root = Path(record.__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    for delay in (0.05, 0.3, 0.7):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], env=env,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no record may be torn: a warning fails the test
+        recs = record.load_records("kill-test", tmp_path)
+    for r in recs:
+        assert len(r["results"]) == 20000 and r["results"][-1]["i"] == 19999
