@@ -36,7 +36,10 @@ MAX_EXACT_INT = 2 ** 53
 #: 10**7 float64 values, 80 MB.
 MAX_SIM_SEGMENTS = 10 ** 7
 #: Largest expected number of random draws in one Monte Carlo call (about a second of numpy).
-MAX_SIM_DRAWS = 5 * 10 ** 7
+MAX_SIM_DRAWS = 3 * 10 ** 7
+#: Largest expected number of attempts at one segment of a Monte Carlo job, e^((tau+delta+R)/M):
+#: each attempt is a pass of numpy over the pending segments, so this bounds the passes.
+MAX_SIM_ATTEMPTS = 1000
 #: Largest grid (points in a sweep or chart) a function builds.
 MAX_GRID_POINTS = 10 ** 6
 

@@ -255,7 +255,11 @@ def layout_text(layout: Layout) -> str:
 
 
 def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None) -> None:
-    """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters)."""
+    """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters).
+    ``model`` is a :class:`Transformer` or a preset name."""
+    model = checks.transformer("model", model)
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a Layout; got {type(layout).__name__}")
     checks.divides("tp", layout.tp, "heads", model.heads)
     checks.divides("tp", layout.tp, "kv_heads", model.kv_heads_used)
     checks.divides("tp", layout.tp, "ffn_hidden", model.ffn_hidden)

@@ -136,10 +136,12 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     if layout.global_batch is None:
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
+    checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    checks.boolean("uneven_stages", uneven_stages)
     g, st = hardware.gpu(gpu), stack(software)
     cl = cluster(g, system)
     num_gpus = layout.num_gpus if num_gpus is None else num_gpus
-    checks.number("num_gpus", num_gpus, integer=True, minimum=1)
+    checks.gpu_count("num_gpus", num_gpus)
     lst = stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages)
     padded = replace(model, layers=lst * layout.pp) if uneven_stages else model
     check_layout(padded, layout, num_gpus)
@@ -316,6 +318,9 @@ def tp_layer(gpu: str = "H100", hidden: int = 5120, heads: int = 40, ffn_hidden:
     = max of the two); ``False`` adds them.
     """
     g = hardware.gpu(gpu)
+    if g.scaleup_Bps is None:
+        raise ValueError(f"tp_layer needs the GPU's scale-up (NVLink) bandwidth; the registry "
+                         f"has none for {g.name}: pass a GPU with one, e.g. H100 or B200")
     for p, v in (("hidden", hidden), ("heads", heads), ("seq_len", seq_len),
                  ("micro_batch", micro_batch), ("tp", tp)):
         checks.number(p, v, integer=True, minimum=1)
@@ -325,8 +330,7 @@ def tp_layer(gpu: str = "H100", hidden: int = 5120, heads: int = 40, ffn_hidden:
     checks.divides("tp", tp, "heads", heads)
     checks.divides("tp", tp, "ffn_hidden", ffn)
     eff = checks.number("link_efficiency", link_efficiency, positive=True, maximum=1)
-    if not isinstance(overlap, bool):
-        raise TypeError(f"overlap must be True or False; got {overlap!r}")
+    checks.boolean("overlap", overlap)
     fwd_s = bwd_s = flops = 0.0
     for m, n, k, batch in _layer_gemms(hidden, heads, ffn, seq_len, micro_batch, tp):
         est = roofline.gemm_time(m, n, k, g, batch=batch)

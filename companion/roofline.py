@@ -42,7 +42,8 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def _pos(param, value):
-    return checks.number(param, value, integer=True, positive=True)
+    # 2**53: the float64 formulas below are exact for every integer up to it
+    return checks.number(param, value, integer=True, positive=True, maximum=checks.MAX_EXACT_INT)
 
 
 def resolve_gpu(gpu):
@@ -73,10 +74,15 @@ class Cost:
 
 def _positive_ints(param, x):
     """``x`` as a float64 array of positive integers (exact below 2**53), or a ValueError."""
-    a = np.asarray(x, dtype=np.float64)
-    ok = (a > 0) & (a == np.floor(a)) & np.isfinite(a)
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except OverflowError:
+        raise ValueError(f"{param} must hold positive integers up to 2**53; got one too large "
+                         f"for a float") from None
+    ok = (a > 0) & (a == np.floor(a)) & (a <= checks.MAX_EXACT_INT)
     if not ok.all():
-        raise ValueError(f"{param} must hold positive integers; got {a[~ok][:3].tolist()}")
+        raise ValueError(f"{param} must hold positive integers up to 2**53; got "
+                         f"{a[~ok][:3].tolist()}")
     return a
 
 
@@ -205,6 +211,8 @@ def roofline_time_arrays(flops, bytes_moved, gpu, precision: str = "bf16", effic
     ``bytes_moved`` (arrays, broadcast with ``efficiency``): the one implementation of
     :func:`roofline_time`'s formulas."""
     g = resolve_gpu(gpu)
+    flops = checks.real_array("flops", flops, nonnegative=True)
+    bytes_moved = checks.real_array("bytes_moved", bytes_moved, nonnegative=True)
     eff = np.asarray(efficiency, dtype=np.float64)
     ok = (eff > 0) & (eff <= 1)
     if not ok.all():
@@ -226,7 +234,15 @@ def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 
     """Time of ``cost`` on ``gpu``: max(FLOPs / (peak x efficiency), bytes / bandwidth) +
     ``overhead_s`` (launch latency, not modelled by default)."""
     g = resolve_gpu(gpu)
+    if not isinstance(cost, Cost):
+        raise TypeError(f"cost must be a Cost (e.g. roofline.gemm(m, n, k)); got "
+                        f"{type(cost).__name__}")
+    checks.number("cost.flops", cost.flops, nonnegative=True)
+    checks.number("cost.bytes_moved", cost.bytes_moved, nonnegative=True)
     checks.number("efficiency", efficiency, positive=True, maximum=1)
+    if cost.flops == cost.bytes_moved == 0 and overhead_s == 0:
+        raise ValueError("cost has no FLOPs and no bytes and overhead_s is 0: its time is 0, "
+                         "and its achieved FLOP/s undefined")
     compute_s, memory_s, t = (float(x) for x in roofline_time_arrays(
         cost.flops, cost.bytes_moved, g, precision, efficiency, overhead_s))
     return _timing(cost.name, cost.flops, cost.bytes_moved, compute_s, memory_s, t,

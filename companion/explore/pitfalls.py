@@ -41,10 +41,12 @@ def checkpoint_curves(num_gpus: int = 16384, gpu_mtbf_kh: float = 50, checkpoint
     for tau in taus:
         rows.append({"interval (min)": round(tau / 60, 4), "model": "Daly (exact)",
                      "goodput": round(reliability.goodput(tau, checkpoint_s, r, m), 5)})
-        g1 = reliability.goodput_first_order(tau, checkpoint_s, r, m)
-        if g1 >= 0:
-            rows.append({"interval (min)": round(tau / 60, 4), "model": "first order",
-                         "goodput": round(g1, 5)})
+        try:
+            g1 = reliability.goodput_first_order(tau, checkpoint_s, r, m)
+        except ValueError:  # negative: outside the estimate's validity
+            continue
+        rows.append({"interval (min)": round(tau / 60, 4), "model": "first order",
+                     "goodput": round(g1, 5)})
     return pd.DataFrame(rows)
 
 
