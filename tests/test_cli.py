@@ -1,6 +1,8 @@
 """The command line: help, env and a clear error for an unknown benchmark."""
 import json
 
+import pytest
+
 from companion.__main__ import main
 
 
@@ -47,3 +49,44 @@ def test_check_recomputes_claims_and_checks_exercises(capsys):
     assert "too high" in capsys.readouterr().out
     assert main(["check", "no-such-claim"]) == 2
     assert "unknown claim_id" in capsys.readouterr().err
+
+
+# Bad input on every subcommand: exit status 2, a one-line message naming the flag, no
+# traceback, nothing run (issue 15 found tracebacks for the first and the collectives ones).
+BAD = [
+    (["bench", "bandwidth", "--sizes", "abc"], "--sizes"),
+    (["bench", "bandwidth", "--sizes", "1e400"], "--sizes"),
+    (["bench", "bandwidth", "--sizes", ","], "--sizes"),
+    (["bench", "bandwidth", "--sizes", "0"], "sizes must be >= 4"),
+    (["bench", "bandwidth", "--out", "/proc/no-such-dir"], "--out"),
+    (["bench", "gemm", "--iters", "0"], "--iters"),
+    (["bench", "gemm", "--warmup", "-1"], "--warmup"),
+    (["bench", "gemm", "--iters", "10000000000"], "iters must be <= 100000"),
+    (["bench", "gemm", "--dtypes", "fp7"], "Did you mean"),
+    (["bench", "gemm", "--shapes", "0x1x1"], "--shapes"),
+    (["bench", "power", "--seconds", "nan"], "seconds must be finite"),
+    (["bench", "power", "--seconds", "-1"], "--seconds"),
+    (["bench", "power", "--seconds", "2", "--settle", "3"], "--settle"),
+    (["bench", "power", "--shape", "8x8"], "--shape"),
+    (["bench", "collectives", "--iters", "0"], "--iters"),
+    (["bench", "collectives", "--min-time", "inf"], "--min-time"),
+    (["bench", "collectives", "--procs", "100000"], "procs must be <= 1024"),
+    (["bench", "collectives", "--sizes", "4X"], "not understood"),
+    (["env", "--device", "tpu"], "--device"),
+    (["check", "--exercise", "par-bubble-table5", "nan"], "finite"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and message in err.strip().splitlines()[-1]
+
+
+def test_bench_power_without_a_gpu_says_so(capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    assert main(["bench", "power", "--seconds", "1", "--settle", "0"]) == 2
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
