@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from companion import schema
 from companion.checks import choice, suggest
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "hardware"
@@ -70,6 +71,7 @@ def _int_or_none(x):
 @functools.cache
 def _table(kind):
     path = DATA_DIR / f"{kind}.csv"
+    schema.check(path)  # a bad cell fails here, naming the file, row and column
     frame = pd.read_csv(path, dtype={"compute_capability": str, "key": str})
     if frame["key"].duplicated().any():
         raise ValueError(f"{path}: duplicate keys {sorted(frame['key'][frame['key'].duplicated()])}")

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from companion import checks, comm, fabric, hardware, roofline
+from companion import checks, comm, fabric, hardware, roofline, schema
 from companion.calibration import DEFAULT, Calibration
 from companion.machine import STACKS, Cluster, Stack, cluster, stack
 from companion.model import Layout, Transformer, check_layout, preset, presets
@@ -186,6 +186,7 @@ def published_runs(held_out: bool = False) -> pd.DataFrame:
     """
     if not isinstance(held_out, bool):
         raise TypeError(f"held_out must be True or False; got {held_out!r}")
+    schema.check(PUBLISHED_RUNS)  # strict booleans: one "no" would make every flag truthy
     runs = pd.read_csv(PUBLISHED_RUNS)
     runs = runs[runs["held_out"].astype(bool) == held_out].reset_index(drop=True)
     derived = runs["measured_step_time_s"].isna()
