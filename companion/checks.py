@@ -33,10 +33,10 @@ MAX_GPUS = 2 ** 24
 #: holds exactly. Every formula here runs in float64.
 MAX_EXACT_INT = 2 ** 53
 #: Largest number of simulated segments (runs x segments) one Monte Carlo call holds in memory:
-#: 10**7 float64 values, 80 MB.
-MAX_SIM_SEGMENTS = 10 ** 7
-#: Largest expected number of random draws in one Monte Carlo call (about a second of numpy).
-MAX_SIM_DRAWS = 3 * 10 ** 7
+#: 2 x 10**6 float64 values, 16 MB.
+MAX_SIM_SEGMENTS = 2 * 10 ** 6
+#: Largest expected number of random draws in one Monte Carlo call (well under a second of numpy).
+MAX_SIM_DRAWS = 10 ** 7
 #: Largest expected number of attempts at one segment of a Monte Carlo job, e^((tau+delta+R)/M):
 #: each attempt is a pass of numpy over the pending segments, so this bounds the passes.
 MAX_SIM_ATTEMPTS = 1000
@@ -84,7 +84,9 @@ def number(param: str, value, *, positive: bool = False, nonnegative: bool = Fal
            integer: bool = False, minimum=None, maximum=None):
     """Check a scalar number: type, finiteness and range. Returns it (numpy scalars, 0-d arrays
     and 0-d tensors as the plain Python number they hold; integral floats as ``int`` when
-    ``integer``)."""
+    ``integer``). An integer is at most :data:`MAX_EXACT_INT` unless ``maximum`` says
+    otherwise: past 2**53 a float64 formula is no longer exact, and past 2**63 numpy's int64
+    overflows."""
     value = scalar(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = "an integer" if integer else "a number"
@@ -101,6 +103,8 @@ def number(param: str, value, *, positive: bool = False, nonnegative: bool = Fal
             value = int(as_float)
         else:
             raise TypeError(f"{param} must be an integer; got {value!r}")
+    if integer and maximum is None:
+        maximum = MAX_EXACT_INT
     if positive and not value > 0:
         raise ValueError(f"{param} must be > 0; got {_short(value)}")
     if nonnegative and not value >= 0:
