@@ -139,9 +139,7 @@ def bus_factor(op: str, n) -> float | np.ndarray:
 def algo_bandwidth(size_bytes, seconds):
     """Algorithm bandwidth ``S / t`` in bytes/s, as nccl-tests' ``algbw`` column."""
     s, scalar = _sizes("size_bytes", size_bytes)
-    t = np.asarray(seconds, dtype=np.float64)
-    if not np.all(np.isfinite(t)) or np.any(t <= 0):
-        raise ValueError("seconds must be finite and > 0")
+    t = checks.real_array("seconds", seconds, positive=True)
     return _out(s / t, scalar and t.ndim == 0)
 
 
@@ -232,7 +230,7 @@ def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
     intercept, and alpha comes out as noise (even negative).
     """
     s, _ = _sizes("size_bytes", size_bytes)
-    t = np.asarray(seconds, dtype=np.float64)
+    t = checks.real_array("seconds", seconds)
     s = np.atleast_1d(s)
     t = np.atleast_1d(t)
     if s.shape != t.shape or s.ndim != 1:

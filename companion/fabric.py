@@ -90,7 +90,15 @@ class Fabric:
 
 
 def _domains(n_domains) -> int:
-    return checks.number("n_domains", n_domains, integer=True, minimum=1)
+    return checks.number("n_domains", n_domains, integer=True, minimum=1,
+                         maximum=checks.MAX_GPUS)
+
+
+def _fabric(fabric) -> "Fabric":
+    if not isinstance(fabric, Fabric):
+        raise TypeError(f"fabric must be a Fabric (e.g. companion.machine.cluster('H100')"
+                        f".fabric); got {type(fabric).__name__}")
+    return fabric
 
 
 def slow_leaf_probability(slow_leaf_fraction: float, leaves: int) -> float:
@@ -102,6 +110,7 @@ def slow_leaf_probability(slow_leaf_fraction: float, leaves: int) -> float:
 
 def cross_leaf_fraction(fabric: Fabric, n_domains: int) -> float:
     """Share of a GPU's inter-domain all-to-all traffic that leaves its leaf switch."""
+    _fabric(fabric)
     d = _domains(n_domains)
     if d == 1:
         return 0.0
@@ -114,7 +123,7 @@ def scaleout_ring_Bps(fabric: Fabric) -> float:
     A ring ordered by leaf leaves each leaf once per channel, so oversubscription barely
     touches it; a slow leaf does: every ring crosses it.
     """
-    return fabric.nics_per_gpu * fabric.bottleneck_nic_Bps
+    return _fabric(fabric).nics_per_gpu * fabric.bottleneck_nic_Bps
 
 
 def scaleout_all_to_all_Bps(fabric: Fabric, n_domains: int) -> float:
@@ -144,6 +153,7 @@ def hierarchical_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int,
     then all-gather inside the domain. Scale-up and scale-out phases run one after another.
     """
     checks.choice("inter_algorithm", inter_algorithm, ("ring", "tree", "sharp"))
+    _fabric(fabric)
     s, scalar = _sizes("size_bytes", size_bytes)
     d = _domains(n_domains)
     g = fabric.gpus_per_domain
@@ -162,6 +172,7 @@ def flat_ring_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int):
     NVLink bandwidth and the domain's total NIC bandwidth. Latency: ``2(D-1)`` network steps
     and ``2(N-1) - 2(D-1)`` NVLink steps (NCCL src/graph/tuning.cc).
     """
+    _fabric(fabric)
     s, scalar = _sizes("size_bytes", size_bytes)
     d = _domains(n_domains)
     g = fabric.gpus_per_domain
@@ -182,8 +193,9 @@ def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric) -
     all-to-all over NVLink; across domains the NVLink and network shares go concurrently and
     the slower decides.
     """
+    _fabric(fabric)
     s, scalar = _sizes("bytes_per_gpu", bytes_per_gpu)
-    ep = checks.number("expert_parallel", expert_parallel, integer=True, minimum=1)
+    ep = checks.gpu_count("expert_parallel", expert_parallel)
     g = fabric.gpus_per_domain
     if ep <= g:
         t = collective_time_s("all_to_all", s, ep, fabric.scaleup_Bps, fabric.scaleup_latency_s)
@@ -241,6 +253,9 @@ def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *, jitter
     cong = checks.number("congestion_slowdown", congestion_slowdown, nonnegative=True)
     steps = checks.number("steps", steps, integer=True, minimum=1)
     seed = checks.number("seed", seed, integer=True, minimum=0)
+    if len(sizes) * steps > checks.MAX_SIM_SEGMENTS:  # several float64 arrays of this shape
+        raise ValueError(f"{len(sizes)} cluster sizes x steps={steps} exceeds "
+                         f"{checks.MAX_SIM_SEGMENTS:.0e} simulated steps: use fewer steps")
     rng = np.random.default_rng(seed)
     n = np.broadcast_to(sizes[:, None], (len(sizes), steps))
     k = rng.binomial(n, p)  # stragglers this step

@@ -181,7 +181,10 @@ def kwh(x):
 
 def electricity_cost(joules, price_per_kwh):
     """Cost of ``joules`` at ``price_per_kwh`` (any currency)."""
-    return to_kwh(joules) * number("price_per_kwh", price_per_kwh, nonnegative=True)
+    cost = to_kwh(joules) * number("price_per_kwh", price_per_kwh, nonnegative=True)
+    if not math.isfinite(cost):
+        raise ValueError(f"joules={joules:g} x price_per_kwh={price_per_kwh:g} overflows")
+    return cost
 
 
 def tokens_per_kwh(tokens, joules):

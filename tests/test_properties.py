@@ -20,8 +20,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from companion import (checks, comm, fabric, memory, model, parallel, power,  # noqa: E402
-                       reliability, roofline, schema, speedup, stack, units)
+from companion import (checks, claims, comm, exercises, fabric, hardware,  # noqa: E402
+                       memory, model, parallel, power, reliability, roofline, schema, speedup,
+                       stack, units)
 from companion.bench import record  # noqa: E402
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True,
@@ -99,6 +100,49 @@ API = [
     (stack.ib_timeout_s, dict(value=22)), (stack.ib_retry_effective, dict(value=13)),
     (stack.min_driver_for_cuda, dict(cuda="12.8")),
     (model.preset, dict(name="gpt3-175b")),
+    (model.Layout, dict(tp=8, pp=2, dp=4, cp=1, ep=1, vpp=1, microbatch=1, global_batch=64,
+                        sequence_parallel=True, recompute="selective", zero_stage=0,
+                        distributed_optimizer=True, precision="bf16")),
+    (roofline.attention, dict(seq_len=4096, heads=32, head_dim=128, batch=1, causal=True,
+                              flash=True)),
+    (roofline.batched_gemm, dict(batch=8, m=512, n=512, k=64)),
+    (roofline.attainable_flops, dict(intensity=100.0, gpu="H100", sparse=False)),
+    (memory.decode_step, dict(model="llama3-8b", batch=8, context_len=4096, gpu="H100", tp=1)),
+    (memory.params_per_gpu, dict(model="gpt3-175b", layout=LAYOUT)),
+    (memory.kv_heads_per_gpu, dict(model="llama3-70b", tp=8)),
+    (reliability.plan, dict(checkpoint_s=60, restart_s=600, mtbf_s=11000)),
+    (reliability.storage_Bps_for, dict(nbytes=5e12, budget_s=60)),
+    (reliability.input_Bps, dict(achieved_flops=4e17, model="llama3-8b", bytes_per_token=4.0)),
+    (comm.algo_bandwidth, dict(size_bytes=1 << 30, seconds=0.01)),
+    (comm.bus_bandwidth, dict(op="all_gather", size_bytes=1 << 30, n=8, seconds=0.01)),
+    (comm.fit_alpha_beta, dict(size_bytes=[4096, 65536, 1 << 20], seconds=[1e-5, 2e-5, 1e-4])),
+    (fabric.tail_latency, dict(cluster_sizes=[8, 1024], compute_s=0.1, comm_s=0.01, steps=200,
+                               seed=0)),
+    (fabric.bucket_tradeoff, dict(grad_bytes=1e9, bucket_bytes=[25e6, 1e8], backward_s=0.1, n=8,
+                                  bandwidth_Bps=50e9, latency_s=4e-6)),
+    (fabric.hierarchical_all_reduce_time_s, dict(size_bytes=1e9, fabric=fabric.Fabric(
+        gpus_per_domain=8, scaleup_Bps=450e9, nic_Bps=50e9), n_domains=16)),
+    (power.achieved_flops, dict(gpu="H100", precision="bf16", mfu=0.4)),
+    (power.training_time_s, dict(flops=1e23, num_gpus=1024, gpu="H100", precision="bf16",
+                                 mfu=0.4)),
+    (power.implied_mfu, dict(flops=3.8e25, gpu_hours_total=30.84e6, gpu="H100",
+                             precision="bf16")),
+    (power.training_run, dict(params=13e9, tokens=300e9, gpu="H100", num_gpus=128, mfu=0.4,
+                              pue=1.3, price_per_kwh=0.1)),
+    (power.electricity_cost, dict(joules=3.6e12, price_per_kwh=0.1)),
+    (power.saving_at_equal_throughput, dict(efficiency_ratio=1.6)),
+    (speedup.linear_layer_step, dict(tokens=8192, in_features=8192, out_features=8192,
+                                     gpu="H100", scheme="fp8_tensor", fused=False)),
+    (speedup.step_speedup, dict(gemm_fraction=0.7, tokens=8192, hidden=8192, gpu="H100")),
+    (stack.parse_version, dict(param="cuda", text="12.8.1")),
+    (stack.check_stack, dict(gpu="B200", cuda="12.8", driver="570.133.20")),
+    (stack.env_check, dict(env={"NCCL_IB_TIMEOUT": "22", "NCCL_ALGO": "Ring"})),
+    (stack.parse_exports, dict(text="export NCCL_IB_TIMEOUT=22\n")),
+    (stack.command_line_check, dict(args="--tensor-model-parallel-size 8")),
+    (hardware.gpu, dict(name="H100")), (hardware.link, dict(name="NVLink4")),
+    (hardware.system, dict(name="DGX H100")),
+    (exercises.check, dict(exercise_id="par-bubble-table5", answer=7 / 192)),
+    (claims.evaluate, dict(claim_id="nvl72-is-36-gpus")),
 ]
 CASES = [(fn, kwargs, param) for fn, kwargs in API for param in kwargs]
 
@@ -110,7 +154,9 @@ def _finite(value, seen=0) -> bool:
         return True
     if isinstance(value, (bool, str, type(None))):
         return True
-    if isinstance(value, (int, float, np.number)):
+    if isinstance(value, (int, np.integer)):
+        return True
+    if isinstance(value, (float, np.floating)):
         return math.isfinite(float(value))
     if isinstance(value, np.ndarray):
         return value.dtype.kind not in "fc" or bool(np.isfinite(value).all())
