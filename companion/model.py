@@ -210,8 +210,9 @@ class Layout:
         checks.choice("precision", self.precision, PRECISIONS)
         checks.number("zero_stage", self.zero_stage, integer=True, minimum=0, maximum=3)
         for p in ("sequence_parallel", "distributed_optimizer"):
-            if not isinstance(getattr(self, p), bool):
-                raise TypeError(f"{p} must be True or False; got {getattr(self, p)!r}")
+            # strict (a string is never a boolean); a numpy bool, as pandas gives, is stored
+            # as a Python one
+            object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         if self.distributed_optimizer and self.zero_stage > 1:
             raise ValueError("distributed_optimizer=True is Megatron's stage-1 sharding; "
                              f"it cannot be combined with zero_stage={self.zero_stage}")
