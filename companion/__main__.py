@@ -1,16 +1,17 @@
 """Command line: ``python -m companion bench|plan|check|env ...`` (``--help`` on each)."""
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import sys
+
+from .bench.cli import Parser
 
 BENCHES = ("gemm", "bandwidth", "collectives", "power")
 
 
 def _env(argv) -> int:
-    p = argparse.ArgumentParser(prog="python -m companion env",
+    p = Parser(prog="python -m companion env",
                                 description="Print what this machine is, as a record would.")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args(argv)
@@ -20,7 +21,7 @@ def _env(argv) -> int:
 
 
 def _check(argv) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m companion check",
         description="Recompute the seeds' claims (data/claims.yaml) and print each verdict, or "
                     "check an answer to one of the book's exercises.")

@@ -81,7 +81,22 @@ BAD = [
 def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and message in err.strip().splitlines()[-1]
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert message in err
+
+
+def test_the_command_exits_2_from_any_directory(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-m", "companion", "bench", "collectives", "--iters",
+                          "0"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == [
+        "companion bench collectives: error: argument --iters: iters must be >= 1; got 0 "
+        "(--help for usage)"]
 
 
 def test_bench_power_without_a_gpu_says_so(capsys):

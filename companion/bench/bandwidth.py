@@ -12,7 +12,6 @@ Run it with ``python -m companion bench bandwidth [--device cpu|cuda] [--quick] 
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -228,7 +227,7 @@ def _table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m companion bench bandwidth",
+    p = cli.Parser(prog="python -m companion bench bandwidth",
                                 description="STREAM-style memory bandwidth: " + CONVENTION)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda when a GPU is visible, else cpu")

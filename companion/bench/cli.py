@@ -26,6 +26,14 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line: ``prog: error: message (--help for
+    usage)``, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (--help for usage)\n")
+
+
 def _typed(fn, name: str):
     """An argparse type from ``fn(text)``; its errors become one-line argparse errors."""
     def convert(text):
@@ -101,4 +109,4 @@ def finite_seconds(param: str, maximum: float = 24 * 3600.0):
     return real(param, positive=True, maximum=maximum)
 
 
-__all__ = ["parse_size", "integer", "real", "sizes", "names", "directory", "finite_seconds"]
+__all__ = ["Parser", "parse_size", "integer", "real", "sizes", "names", "directory", "finite_seconds"]

@@ -15,7 +15,6 @@ of the collective.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -49,8 +48,8 @@ def _check_sizes(sizes) -> list[int]:
     return out
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="companion bench collectives",
+def _parser() -> cli.Parser:
+    p = cli.Parser(prog="companion bench collectives",
                                 description="Time a collective under torchrun; fit alpha-beta.")
     p.add_argument("--op", default="all_reduce", choices=OPS)
     p.add_argument("--sizes", default=None, type=cli.sizes("sizes", maximum=1 << 34),

@@ -16,7 +16,6 @@ Run it with ``python -m companion bench gemm [--device cpu|cuda] [--quick] [--sa
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -194,7 +193,7 @@ def _table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m companion bench gemm",
+    p = cli.Parser(prog="python -m companion bench gemm",
                                 description="Matmul throughput by dtype and shape "
                                             "(mamf-finder method: L2 flush, per-call timing).")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",

@@ -11,7 +11,6 @@ Run it with ``python -m companion bench power [--dtypes bf16,fp8_e4m3] [--second
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import subprocess
@@ -134,7 +133,7 @@ def _one_shape(text: str) -> tuple[int, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m companion bench power",
+    p = cli.Parser(prog="python -m companion bench power",
                                 description="GPU board power during a GEMM loop, per dtype.")
     p.add_argument("--dtypes", type=cli.names("dtypes", DTYPES),
                    default=list(DEFAULT_DTYPES), help=f"comma-separated, from {', '.join(DTYPES)}")
