@@ -175,14 +175,17 @@ def divides(param_divisor: str, divisor: int, param_total: str, total: int) -> N
 
 
 def real_array(param: str, x, *, nonnegative: bool = False, positive: bool = False):
-    """``x`` (a number or array-like of numbers) as a float64 array, finite and in range."""
+    """``x`` (a number or array-like of numbers) as a float64 array, finite and in range.
+    Strings and booleans are refused even where numpy would convert them."""
+    kind = np.asarray(x).dtype.kind if not isinstance(x, (str, bytes)) else "U"
+    if kind in "USb":
+        raise TypeError(f"{param} must be a number or an array of numbers; got "
+                        f"{type(x).__name__} {_short(x)}")
     try:
         a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         raise TypeError(f"{param} must be a number or an array of numbers; got "
                         f"{type(x).__name__} {_short(x)}") from None
-    if getattr(np.asarray(x), "dtype", None) == np.bool_:
-        raise TypeError(f"{param} must hold numbers, not booleans")
     bad = ~np.isfinite(a)
     if positive:
         bad |= ~(a > 0)

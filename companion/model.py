@@ -72,6 +72,8 @@ class Transformer:
         if self.expert_ffn_hidden is not None:
             _int("expert_ffn_hidden", self.expert_ffn_hidden)
         checks.choice("ffn_type", self.ffn_type, FFN_TYPES)
+        for p in ("tied_embeddings", "bias", "learned_positions"):
+            object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         checks.divides("heads", self.heads, "hidden", self.hidden)
         if self.top_k > self.experts:
             raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts}")

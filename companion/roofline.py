@@ -132,6 +132,7 @@ def attention(seq_len: int, heads: int, head_dim: int, batch: int = 1,
                                           ("head_dim", head_dim), ("batch", batch)))
     g = a if kv_heads is None else _pos("kv_heads", kv_heads)
     checks.divides("kv_heads", g, "heads", a)
+    causal, flash = checks.boolean("causal", causal), checks.boolean("flash", flash)
     e = dtype_bytes(dtype)
     flops = 4.0 * b * a * s * s * d * (0.5 if (causal and flash) else 1.0)
     qkvo = b * s * d * (2 * a + 2 * g) * e

@@ -143,6 +143,11 @@ API = [
     (hardware.system, dict(name="DGX H100")),
     (exercises.check, dict(exercise_id="par-bubble-table5", answer=7 / 192)),
     (claims.evaluate, dict(claim_id="nvl72-is-36-gpus")),
+    (model.Transformer, dict(name="t", layers=4, hidden=1024, heads=8, ffn_hidden=4096,
+                             vocab=32000, seq_len=2048, kv_heads=4, ffn_type="swiglu",
+                             experts=8, top_k=2, shared_experts=1, dense_layers=1,
+                             tied_embeddings=False, bias=False, learned_positions=False)),
+    (hardware.gpu("H100").peak_flops, dict(precision="bf16", sparse=True)),
 ]
 CASES = [(fn, kwargs, param) for fn, kwargs in API for param in kwargs]
 
@@ -175,6 +180,17 @@ def _warm():
         fn(**kwargs)
 
 
+def _must_raise(legal, value) -> bool:
+    """Type rules of the checks layer: a non-boolean where a boolean is meant, and a string
+    or a boolean where a number is meant, never pass."""
+    is_bool = isinstance(value, (bool, np.bool_))
+    if isinstance(legal, bool):
+        return not is_bool
+    if isinstance(legal, (int, float)):
+        return is_bool or isinstance(value, str)
+    return False
+
+
 def _fails_clearly_or_returns_finite(fn, kwargs, param, value):
     t0 = time.perf_counter()
     try:
@@ -184,11 +200,14 @@ def _fails_clearly_or_returns_finite(fn, kwargs, param, value):
     except (ValueError, TypeError) as exc:
         assert str(exc), f"{fn.__name__}({param}={value!r}) raised an empty message"
     else:
+        assert not _must_raise(kwargs[param], value), \
+            f"{fn.__name__}({param}={value!r}) was accepted: {out!r:.200}"
         assert _finite(out), f"{fn.__name__}({param}={value!r}) returned a non-finite {out!r}"
     assert time.perf_counter() - t0 < 1.0, f"{fn.__name__}({param}={value!r}) took > 1 s"
 
 
-_IDS = [f"{fn.__module__.split('.')[-1]}.{fn.__name__}-{p}" for fn, _, p in CASES]
+_IDS = [f"{getattr(fn, '__module__', '').split('.')[-1]}.{fn.__name__}-{p}"
+        for fn, _, p in CASES]
 
 
 @pytest.mark.parametrize("fn, kwargs, param", CASES, ids=_IDS)
