@@ -116,6 +116,7 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
     """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario; got {type(scenario).__name__}")
+    checks.boolean("host", host)
     s = scenario
     row, cluster_name = _fastest(s.model, s.gpu, s.num_gpus, s.global_batch, s.precision,
                                  s.system)

@@ -240,7 +240,7 @@ def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
         raise ValueError("need at least two distinct sizes to fit alpha and beta")
     if not np.all(np.isfinite(t)) or np.any(t <= 0):
         raise ValueError("seconds must be finite and > 0")
-    w = 1.0 / t if relative else np.ones_like(t)
+    w = 1.0 / t if checks.boolean("relative", relative) else np.ones_like(t)
     design = np.stack([np.ones_like(s), s], axis=1) * w[:, None]
     (alpha, beta), *_ = np.linalg.lstsq(design, t * w, rcond=None)
     pred = alpha + beta * s

@@ -89,6 +89,7 @@ def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
     (``why``); ``reveal=True`` also prints the expected value.
     """
     ex = get(exercise_id)
+    checks.boolean("reveal", reveal)
     expected = ex.answer()
     unit = f" {ex.unit}" if ex.unit else ""
     tol = (f"within {ex.rel_tol:.0%}" if ex.rel_tol else "") + (

@@ -160,6 +160,7 @@ def layernorm(rows: int, hidden: int, dtype: str = "bf16", rms: bool = False) ->
     variance, normalize, scale, shift; 4 for RMSNorm): an order-of-magnitude count, which is
     enough: the op sits two orders of magnitude below any GPU's ridge point."""
     n = _pos("rows", rows) * _pos("hidden", hidden)
+    rms = checks.boolean("rms", rms)
     return elementwise(n, dtype, 1, 1, 4.0 if rms else 5.0, "rmsnorm" if rms else "layernorm")
 
 

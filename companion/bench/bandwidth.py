@@ -163,6 +163,7 @@ def run(device: str = "cpu", sizes: list[int] | None = None, kernels=KERNELS,
     """
     checks.choice("device", device, ("cpu", "cuda"))
     checks.choice("dtype", dtype, DTYPES)
+    checks.boolean("quick", quick)
     for k in kernels:
         checks.choice("kernel", k, KERNELS)
     reps = checks.number("reps", reps if reps is not None else (3 if quick else 5),

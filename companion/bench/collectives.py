@@ -240,6 +240,8 @@ def launch(nproc: int = 2, sizes=None, op: str = "all_reduce", quick: bool = Tru
     nproc = checks.number("nproc", nproc, integer=True, minimum=1)
     op = checks.choice("op", op, OPS)
     checks.choice("backend", backend, ("auto", "gloo", "nccl"))
+    checks.boolean("quick", quick)
+    checks.boolean("save", save)
     argv = ["--op", op, "--backend", backend]
     if sizes is not None:
         argv += ["--sizes", ",".join(str(s) for s in _check_sizes(sizes))]

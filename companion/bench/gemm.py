@@ -131,6 +131,7 @@ def run(dtypes=None, shapes=None, device: str = "cpu", warmup: int | None = None
     """
     import torch
     checks.choice("device", device, ("cpu", "cuda"))
+    checks.boolean("quick", quick)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' needs a visible CUDA GPU; use device='cpu'")
     dtypes = list(dtypes) if dtypes is not None else list(DEFAULT_DTYPES[device])
