@@ -41,7 +41,7 @@ class Scenario:
     def __post_init__(self):
         preset(self.model)  # raises with close matches for an unknown name
         hardware.gpu(self.gpu)
-        checks.number("num_gpus", self.num_gpus, integer=True, minimum=1)
+        checks.gpu_count("num_gpus", self.num_gpus)
         checks.number("tokens", self.tokens, positive=True)
         checks.number("global_batch", self.global_batch, integer=True, minimum=1)
         checks.choice("precision", self.precision, PRECISIONS)

@@ -90,6 +90,7 @@ def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
     """
     ex = get(exercise_id)
     checks.boolean("reveal", reveal)
+    answer = checks.scalar(answer)  # a numpy scalar or 0-d array counts as its number
     expected = ex.answer()
     unit = f" {ex.unit}" if ex.unit else ""
     tol = (f"within {ex.rel_tol:.0%}" if ex.rel_tol else "") + (

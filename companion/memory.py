@@ -153,7 +153,8 @@ def pipeline_inflight_microbatches(pp: int, vpp: int = 1,
     pp = checks.number("pp", pp, integer=True, positive=True)
     vpp = checks.number("vpp", vpp, integer=True, positive=True)
     if num_microbatches is not None:
-        checks.number("num_microbatches", num_microbatches, integer=True, positive=True)
+        num_microbatches = checks.number("num_microbatches", num_microbatches, integer=True,
+                                         positive=True)
     return float(pipeline_inflight_arrays(pp, vpp, num_microbatches))
 
 
@@ -248,15 +249,16 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     """
     model = checks.transformer("model", model)
     check_layout(model, layout)
-    checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checks.boolean("flash_attention", flash_attention)
     checks.boolean("fp8_params", fp8_params)
     if gpu is not None and capacity_bytes is None:
         capacity_bytes = resolve_gpu(gpu).hbm_bytes
     if capacity_bytes is not None:
-        checks.number("capacity_bytes", capacity_bytes, positive=True)
+        capacity_bytes = checks.number("capacity_bytes", capacity_bytes, positive=True)
     if num_microbatches is not None:
-        checks.number("num_microbatches", num_microbatches, integer=True, positive=True)
+        num_microbatches = checks.number("num_microbatches", num_microbatches, integer=True,
+                                         positive=True)
     m = num_microbatches if num_microbatches is not None else layout.num_microbatches
     r = training_memory_arrays(
         model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
@@ -387,6 +389,7 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
     g = resolve_gpu(gpu)
     b = checks.number("batch", batch, integer=True, positive=True)
     tp = checks.number("tp", tp, integer=True, positive=True)
+    context_len = checks.number("context_len", context_len, integer=True, positive=True)
     checks.divides("tp", tp, "heads", model.heads)
     weights = model.params
     if model.is_moe:

@@ -136,7 +136,7 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     if layout.global_batch is None:
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
-    checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checks.boolean("uneven_stages", uneven_stages)
     g, st = hardware.gpu(gpu), stack(software)
     cl = cluster(g, system)

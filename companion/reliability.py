@@ -195,7 +195,7 @@ def simulate_wall_s(work_s: float, interval_s: float, checkpoint_s: float, resta
     d, r, m = _nonneg("checkpoint_s", checkpoint_s), _nonneg("restart_s", restart_s), \
         _pos("mtbf_s", mtbf_s)
     runs = checks.number("runs", runs, integer=True, positive=True)
-    checks.number("seed", seed, integer=True, nonnegative=True)
+    seed = checks.number("seed", seed, integer=True, nonnegative=True)
     segments = w / tau
     if abs(segments - round(segments)) > 1e-9 * segments:
         raise ValueError(f"work_s={w} must be a whole number of interval_s={tau} segments")

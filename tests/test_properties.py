@@ -80,7 +80,8 @@ API = [
     (memory.pipeline_inflight_microbatches, dict(pp=8, vpp=2, num_microbatches=64)),
     (memory.kv_cache_bytes, dict(model="llama3-8b", context_len=8192, batch=4, tp=1)),
     (memory.training_memory, dict(model="gpt3-175b", layout=LAYOUT, gpu="H100",
-                                  reserve_bytes=0.0, fp8_params=False)),
+                                  reserve_bytes=0.0, fp8_params=False, num_microbatches=4)),
+    (memory.training_memory, dict(model="gpt3-175b", layout=LAYOUT, capacity_bytes=80e9)),
     (parallel.estimate, dict(model="gpt3-175b", layout=LAYOUT, gpu="H100", num_gpus=8,
                              reserve_bytes=0.0)),
     (parallel.tp_layer, dict(gpu="H100", hidden=5120, heads=40, tp=8, overlap=False,
@@ -221,6 +222,42 @@ def test_each_hostile_value_fails_clearly_or_returns_finite(fn, kwargs, param):
 @given(value=HOSTILE)
 def test_random_values_fail_clearly_or_return_finite(fn, kwargs, param, value):
     _fails_clearly_or_returns_finite(fn, kwargs, param, value)
+
+
+def _same(a, b, depth=0) -> bool:
+    """Recursive equality that treats numbers as numbers (1 == 1.0 == np.float64(1))."""
+    if depth > 4:
+        return True
+    if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
+        return bool(a) == bool(b)
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
+        return math.isclose(float(a), float(b), rel_tol=1e-12) or a == b
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=1e-12)
+    if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
+        return all(_same(getattr(a, f.name), getattr(b, f.name), depth + 1)
+                   for f in dataclasses.fields(a))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
+    return a == b
+
+
+_NUMERIC = [(fn, kwargs, p) for fn, kwargs, p in CASES
+            if isinstance(kwargs[p], (int, float)) and not isinstance(kwargs[p], bool)]
+
+
+@pytest.mark.parametrize("fn, kwargs, param", _NUMERIC,
+                         ids=[f"{fn.__name__}-{p}" for fn, _, p in _NUMERIC])
+def test_numpy_scalars_and_0d_arrays_and_tensors_count_as_scalars(fn, kwargs, param):
+    torch = pytest.importorskip("torch")
+    base = fn(**kwargs)
+    v = kwargs[param]
+    for twin in (np.float64(v) if isinstance(v, float) else np.int64(v), np.array(v),
+                 torch.tensor(v, dtype=torch.float64 if isinstance(v, float) else torch.int64)):
+        out = fn(**{**kwargs, param: twin})
+        assert _same(out, base), f"{fn.__name__}({param}={twin!r}) gave {out!r:.200}"
 
 
 # -- the cases of issue 15, as properties --------------------------------------------------------
