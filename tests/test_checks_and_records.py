@@ -193,3 +193,12 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert len(set(paths)) == 32
     assert sorted(r["results"][0]["i"] for r in record.load_records("conc", tmp_path)) == \
         list(range(32))
+
+
+@pytest.mark.parametrize("kind, results, meta, err", [
+    ("", [], {}, "kind must be a non-empty string"), (3, [], {}, "kind"),
+    ("k", {"v": 1}, {}, "results must be a list"), ("k", [], None, "meta must be a dict")])
+def test_write_record_checks_its_arguments(tmp_path, kind, results, meta, err):
+    with pytest.raises(TypeError, match=err):
+        record.write_record(kind, results, meta, tmp_path)
+    assert not list(tmp_path.iterdir())

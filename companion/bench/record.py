@@ -115,6 +115,13 @@ def write_record(kind: str, results: list[dict], meta: dict, directory: Path | s
     ``meta`` is :func:`provenance` plus the bench's own settings. Returns the path written.
     The record's ``written_utc`` (microseconds) orders :func:`load_records`.
     """
+    if not isinstance(kind, str) or not kind.strip():
+        raise TypeError(f"kind must be a non-empty string; got {kind!r}")
+    if not isinstance(results, list):
+        raise TypeError(f"results must be a list of dicts; got {type(results).__name__}")
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict (provenance() plus settings); got "
+                        f"{type(meta).__name__}")
     directory = Path(directory) if directory is not None else MEASUREMENTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     now = _dt.datetime.now(_dt.timezone.utc)
@@ -162,6 +169,8 @@ def load_records(kind: str | None = None, directory: Path | str | None = None) -
     each with its ``path``. Temporary and hidden files are skipped; a file that is not a
     record (torn, not JSON, not an object with a ``kind``) is skipped with a warning naming it.
     """
+    if kind is not None and not isinstance(kind, str):
+        raise TypeError(f"kind must be a string or None; got {type(kind).__name__}")
     directory = Path(directory) if directory is not None else MEASUREMENTS_DIR
     records = []
     for p in sorted(directory.glob("*.json")):
