@@ -78,8 +78,8 @@ def roofline_curves(gpus=ROOFLINE_GPUS, precision: str = "bf16", lo: float = 1.0
     """Attainable TFLOP/s against arithmetic intensity, one line per GPU (log-spaced)."""
     checks.number("lo", lo, positive=True)
     checks.number("hi", hi, positive=True, minimum=lo)
-    x = np.logspace(np.log10(lo), np.log10(hi), checks.number("points", points, integer=True,
-                                                              minimum=2))
+    x = np.logspace(np.log10(lo), np.log10(hi), checks.number(
+        "points", points, integer=True, minimum=2, maximum=checks.MAX_GRID_POINTS))
     frames = [pd.DataFrame({"GPU": short_name(g), "intensity": x,
                             "TFLOP/s": roofline.attainable_flops(x, g, precision) / units.TERA})
               for g in gpus]
@@ -167,7 +167,10 @@ def measured_roof(memory_Bps: float, peak_flops: float, name: str = "this machin
     """A roofline drawn from measured roofs: min(peak, intensity x bandwidth), in TFLOP/s."""
     checks.number("memory_Bps", memory_Bps, positive=True)
     checks.number("peak_flops", peak_flops, positive=True)
-    x = np.logspace(np.log10(lo), np.log10(hi), points)
+    checks.number("lo", lo, positive=True)
+    checks.number("hi", hi, positive=True, minimum=lo)
+    x = np.logspace(np.log10(lo), np.log10(hi), checks.number(
+        "points", points, integer=True, minimum=2, maximum=checks.MAX_GRID_POINTS))
     return pd.DataFrame({"GPU": name, "intensity": x,
                          "TFLOP/s": np.minimum(peak_flops, x * memory_Bps) / units.TERA})
 
@@ -321,8 +324,9 @@ KV_BATCHES = (1, 8, 64, 512)
 def kv_growth(batch: int = 512, kv_dtype: str = "bf16", tp: int = 1, models=KV_MODELS,
               max_context: int = 131072, points: int = 16) -> pd.DataFrame:
     """KV cache per GPU (GiB) against context length, one line per model."""
-    ctx = np.linspace(max_context / points, max_context,
-                      checks.number("points", points, integer=True, minimum=2)).astype(int)
+    points = checks.number("points", points, integer=True, minimum=2, maximum=1000)
+    max_context = checks.number("max_context", max_context, integer=True, minimum=points)
+    ctx = np.linspace(max_context / points, max_context, points).astype(int)
     rows = [{"model": name, "context tokens": int(s),
              "KV GiB per GPU": round(memory.kv_cache_bytes(preset(name), int(s), batch, kv_dtype,
                                                            tp) / units.GiB, 3)}
