@@ -371,3 +371,32 @@ def test_a_non_boolean_in_published_runs_is_named(tmp_path_factory, row, word):
         csv.writer(f).writerows(rows)
     with pytest.raises(schema.SchemaError, match=f"row {row} .*column 'sequence_parallel'"):
         schema.check(out)
+
+
+def _explorers():
+    from companion.explore import interconnect, intro, low_precision, memory as mx, pitfalls
+    from companion.explore import power as px
+    return [
+        (low_precision.amdahl, dict(log2_hidden=1e300)),  # hung building 2**1e300
+        (low_precision.error_by_magnitude, dict(per_binade=0)),  # returned NaN rows
+        (low_precision.error_by_magnitude, dict(hi_log2=10 ** 400)),
+        (low_precision.outlier_sqnr, dict(outlier_log10=1e300)),
+        (mx.ledger, dict(tp=0)),  # ZeroDivisionError
+        (mx.kv_growth, dict(points=0)),
+        (mx.measured_roof, dict(memory_Bps=1e11, peak_flops=1e12, points=10 ** 9)),
+        (interconnect.bucket_curves, dict(backward_ms=True)),
+        (interconnect.hdr_leaf_story, dict(microbatches=10 ** 400)),
+        (intro.gemm_fraction_of_peak, dict(overhead_us="5")),
+        (pitfalls.scale_table, dict(gpu_mtbf_kh=10 ** 400)),
+        (pitfalls.simulation_table, dict(work_h=True)),
+        (px.cap_frame, dict(floor_pct=10 ** 400)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(13))
+def test_explorer_frames_refuse_what_their_sliders_never_send(case):
+    fn, kwargs = _explorers()[case]
+    t0 = time.perf_counter()
+    with pytest.raises((ValueError, TypeError)):
+        fn(**kwargs)
+    assert time.perf_counter() - t0 < 1.0

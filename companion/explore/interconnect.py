@@ -386,7 +386,8 @@ def hdr_leaf_story(gpus: int = 2000, system: str = "DGX B200", seq_len: int = 40
     not overlapped. The job spans ``gpus / 8`` nodes; a rail's leaf takes 32 of them.
     """
     from ..model import Transformer
-    n = checks.number("gpus", gpus, integer=True, minimum=1)
+    n = checks.gpu_count("gpus", gpus)
+    microbatches = checks.number("microbatches", microbatches, integer=True, minimum=1)
     healthy = system_fabric(system)
     mixed = system_fabric(system, slow_leaf_fraction=slow_leaf_fraction, slow_link=slow_link)
     checks.divides("gpus per domain", healthy.gpus_per_domain, "gpus", n)
@@ -428,6 +429,7 @@ def bucket_curves(gpus: int = 2048, link: str = "NDR", backward_ms: float = 800.
     priced as a network step
     (:func:`companion.fabric.bucket_tradeoff`).
     """
+    backward_ms = checks.number("backward_ms", backward_ms, nonnegative=True)
     f = dataclasses.replace(system_fabric(system), nic_Bps=hardware.link(link).per_direction_Bps)
     bw = min(f.scaleup_Bps, f.gpus_per_domain * fabric.scaleout_ring_Bps(f))
     frames = []

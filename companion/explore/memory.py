@@ -248,7 +248,9 @@ def ledger_layout(model: str, tp: int, microbatch: int, recompute: str, num_gpus
     """The layout the ledger explorer uses: ``num_gpus`` = tp x pp x dp, sequence parallel
     whenever tp > 1 (as Megatron runs TP), bf16 with Adam."""
     pp = LEDGER_MODELS.get(model, 1) if pp is None else pp
-    checks.number("num_gpus", num_gpus, integer=True, positive=True)
+    checks.gpu_count("num_gpus", num_gpus)
+    tp = checks.gpu_count("tp", tp)
+    pp = checks.gpu_count("pp", pp)
     checks.divides("tp * pp", tp * pp, "num_gpus", num_gpus)
     return Layout(tp=tp, pp=pp, dp=num_gpus // (tp * pp), microbatch=microbatch,
                   sequence_parallel=tp > 1, recompute=recompute, **sharding)

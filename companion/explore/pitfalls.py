@@ -69,6 +69,7 @@ def scale_table(checkpoint_s=(10, 60, 300), restart_s: float = 600, gpu_mtbf_kh:
                 sizes=CLUSTER_SIZES) -> pd.DataFrame:
     """Job MTBF, Daly's interval and the goodput it achieves, per cluster size and checkpoint
     stall (long form)."""
+    gpu_mtbf_kh = checks.number("gpu_mtbf_kh", gpu_mtbf_kh, positive=True)
     rows = []
     for n in sizes:
         for d in checkpoint_s:
@@ -93,6 +94,7 @@ def simulation_table(work_h: float = 240, interval_s: float = 3600, checkpoint_s
                      restart_s: float = 600, mtbf_h=(1, 3, 12), runs: int = 400,
                      seed: int = 0) -> pd.DataFrame:
     """Seeded Monte Carlo wall time against Daly's expectation, per job MTBF."""
+    work_h = checks.number("work_h", work_h, positive=True)
     rows = []
     for h in mtbf_h:
         m = h * reliability.HOUR_S
