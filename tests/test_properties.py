@@ -400,3 +400,26 @@ def test_explorer_frames_refuse_what_their_sliders_never_send(case):
     with pytest.raises((ValueError, TypeError)):
         fn(**kwargs)
     assert time.perf_counter() - t0 < 1.0
+
+
+_TYPED = [(s, c.name) for s in schema.SCHEMAS.values() for c in s.columns
+          if c.kind != "text" and c.required]
+
+
+@FAST
+@given(case=st.sampled_from(_TYPED), row=st.integers(1, 60),
+       junk=st.sampled_from(["abc", "1,5", "nan", "inf", "-1e400", "yes please", "12.x"]))
+def test_any_bad_typed_cell_in_any_data_file_is_named(tmp_path_factory, case, row, junk):
+    import csv
+    s, column = case
+    with open(schema.DATA_DIR / s.file, newline="") as f:
+        rows = list(csv.reader(f))
+    row = 1 + (row - 1) % (len(rows) - 1)
+    if column not in rows[0]:
+        return
+    rows[row][rows[0].index(column)] = junk
+    out = tmp_path_factory.mktemp("csv") / s.file.rsplit("/", 1)[-1]
+    with open(out, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    with pytest.raises(schema.SchemaError, match=f"row {row} .*column {column!r}: {junk!r}"):
+        schema.check(out)
