@@ -25,9 +25,9 @@ from companion import (checks, claims, comm, exercises, fabric, hardware,  # noq
                        stack, units)
 from companion.bench import record  # noqa: E402
 
-FAST = settings(max_examples=40, deadline=None, derandomize=True,
+FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-# the fuzz runs once per argument of every function (about 150): fewer examples each
+# the fuzz runs once per argument of every function (about 280): fewer examples each
 FUZZ = settings(FAST, max_examples=10)
 
 # Every one of these is tried on every argument; hypothesis adds random numbers and strings.
