@@ -105,3 +105,41 @@ def test_bench_power_without_a_gpu_says_so(capsys):
         pytest.skip("a GPU is visible")
     assert main(["bench", "power", "--seconds", "1", "--settle", "0"]) == 2
     assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_random_flag_values_never_print_a_traceback(capsys):
+    """Whatever text a flag gets, the command exits 2 with one line: a bad value is named by
+    argparse; a good one reaches the run, which refuses cuda (or nccl) on a machine without a
+    GPU, so nothing is benchmarked."""
+    import torch
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: good values would start a benchmark")
+    text = st.one_of(st.text(max_size=12), st.integers(-10 ** 30, 10 ** 30).map(str),
+                     st.floats(allow_nan=True).map(str))
+    commands = st.sampled_from([
+        ["bench", "gemm", "--device", "cuda", "--iters"],
+        ["bench", "gemm", "--device", "cuda", "--warmup"],
+        ["bench", "gemm", "--device", "cuda", "--shapes"],
+        ["bench", "gemm", "--device", "cuda", "--dtypes"],
+        ["bench", "bandwidth", "--device", "cuda", "--sizes"],
+        ["bench", "power", "--seconds"], ["bench", "power", "--settle"],
+        ["bench", "power", "--dtypes"],
+        ["bench", "collectives", "--backend", "nccl", "--min-time"],
+        ["bench", "collectives", "--backend", "nccl", "--procs"],
+        ["bench", "collectives", "--backend", "nccl", "--sizes"],
+        ["check", "--exercise", "par-bubble-table5"]])
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None)
+    @given(argv=commands, value=text)
+    def run(argv, value):
+        capsys.readouterr()
+        code = main(argv + [value])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        if argv[0] == "check" and code in (0, 1):
+            return  # a number: checked as an answer, right or wrong
+        assert code == 2 and len(err.strip().splitlines()) == 1, (argv, value, err)
+
+    run()
