@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from companion import checks
+# the layout vocabulary is the model's own: a recompute mode or precision added there is legal
+# in published_runs.csv without a second edit here
+from companion.model import PRECISIONS, RECOMPUTE
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
@@ -139,14 +142,25 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         _num("year", kind="int", minimum=1990, required=False),
         _text("source"), _text("notes", blank=True, required=False)),
         "one node or rack: GPUs, CPUs, NICs, power"),
+    Schema("hardware/gpu_details.csv", "key", (
+        _text("key"), _num("hbm_visible_bytes", "bytes (as the driver reports)", kind="int",
+                           minimum=1),
+        _text("hbm_visible_printed", blank=True, required=False),
+        _text("llc_name", blank=True, required=False),
+        _num("llc_bytes", "bytes", kind="int", minimum=1), _text("llc_printed", blank=True,
+                                                                 required=False),
+        _num("llc_Bps", "bytes/s"), _text("llc_bw_printed", blank=True, required=False),
+        _text("unverified", blank=True, required=False), _text("source"),
+        _text("notes", blank=True, required=False)),
+        "per GPU: driver-visible HBM, last-level cache, fields not yet verified"),
     Schema("published_runs.csv", "run_id", (
         _text("run_id"), _text("source"), _text("table", blank=True), _text("model"),
         _text("gpu"), _text("system", blank=True), _text("software"),
         *(_num(c, kind="int", blank=False, minimum=1) for c in (
             "num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "microbatch", "global_batch")),
         _bool("sequence_parallel"),
-        Column("recompute", "choice", allowed=("none", "selective", "full")),
-        Column("precision", "choice", allowed=("fp32", "bf16", "fp16", "fp8", "fp4")),
+        Column("recompute", "choice", allowed=RECOMPUTE),
+        Column("precision", "choice", allowed=PRECISIONS),
         _num("measured_step_time_s", "s (per step)"),
         _num("measured_tflops_per_gpu", "TFLOP/s per GPU (the source's convention)"),
         _text("flop_convention"), _text("notes", blank=True), _bool("held_out"),
@@ -320,9 +334,17 @@ def _label(path: str) -> str:
 
 
 def check_all(directory: Path | str | None = None) -> dict[str, int]:
-    """Check every declared data file under ``directory`` (default ``data/``); rows per file."""
+    """Check every CSV under ``directory`` (default ``data/``) against its schema; rows per
+    file. A CSV with no declared schema is an error (declare it here), so no data file goes
+    unchecked; a declared file that is absent is skipped."""
     base = Path(directory) if directory is not None else DATA_DIR
-    return {s.file: check(base / s.file, s) for s in SCHEMAS.values()}
+    declared = {s.file: s for s in SCHEMAS.values()}
+    found = sorted(str(p.relative_to(base)) for p in base.rglob("*.csv"))
+    undeclared = [f for f in found if f not in declared]
+    if undeclared:
+        raise SchemaError(f"no schema declared for {', '.join(undeclared)}: add one to "
+                          f"companion/schema.py (SCHEMAS)")
+    return {f: check(base / f, declared[f]) for f in found}
 
 
 def describe(name: str) -> list[dict]:
