@@ -172,7 +172,6 @@ def flat_ring_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int):
     NVLink bandwidth and the domain's total NIC bandwidth. Latency: ``2(D-1)`` network steps
     and ``2(N-1) - 2(D-1)`` NVLink steps (NCCL src/graph/tuning.cc).
     """
-    _fabric(fabric)
     s, scalar = _sizes("size_bytes", size_bytes)
     d = _domains(n_domains)
     g = fabric.gpus_per_domain

@@ -185,7 +185,10 @@ def ridge_point(gpu, precision: str = "bf16", sparse: bool = False) -> float:
 def attainable_flops(intensity, gpu, precision: str = "bf16", sparse: bool = False):
     """Roofline: min(peak, intensity x bandwidth) in FLOP/s; ``intensity`` may be an array."""
     g = resolve_gpu(gpu)
-    x = checks.real_array("intensity (FLOP per byte)", intensity, positive=True)
+    checks.real_array("intensity (FLOP per byte)", intensity, positive=True)  # no overflow
+    x = np.asarray(intensity, dtype=float)
+    if np.any(~np.isfinite(x)) or np.any(x <= 0):
+        raise ValueError("intensity must be finite and > 0 (FLOP per byte)")
     out = np.minimum(g.peak_flops(precision, sparse=sparse), x * g.hbm_Bps)
     return float(out) if out.ndim == 0 else out
 

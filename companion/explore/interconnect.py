@@ -429,7 +429,6 @@ def bucket_curves(gpus: int = 2048, link: str = "NDR", backward_ms: float = 800.
     priced as a network step
     (:func:`companion.fabric.bucket_tradeoff`).
     """
-    backward_ms = checks.number("backward_ms", backward_ms, nonnegative=True)
     f = dataclasses.replace(system_fabric(system), nic_Bps=hardware.link(link).per_direction_Bps)
     bw = min(f.scaleup_Bps, f.gpus_per_domain * fabric.scaleout_ring_Bps(f))
     frames = []

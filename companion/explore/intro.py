@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import checks, roofline
+from .. import roofline
 
 GPUS = ("H100 SXM", "H200 SXM", "B200")
 SIZES = tuple(int(s) for s in np.arange(256, 8192 + 1, 256))
@@ -17,9 +17,8 @@ def gemm_fraction_of_peak(gpu: str = "H100 SXM", overhead_us: float = 0.0,
     One call of :func:`companion.roofline.gemm_time` per size: roofline, tile and wave
     quantization, plus a fixed per-kernel ``overhead_us`` (launch latency).
     """
-    overhead_s = checks.number("overhead_us", overhead_us, nonnegative=True) * 1e-6
     rows = []
     for s in sizes:
-        est = roofline.gemm_time(s, s, s, gpu, overhead_s=overhead_s)
+        est = roofline.gemm_time(s, s, s, gpu, overhead_s=overhead_us * 1e-6)
         rows.append({"size": s, "fraction_of_peak": est.mfu, "gpu": gpu})
     return pd.DataFrame(rows)
