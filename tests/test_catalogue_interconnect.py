@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from companion import comm, fabric
-from companion.exercises import check, exercises  # noqa: F401
+from companion.exercises import check, exercises
 from companion.explore import interconnect as ic
 
 GB = 1e9
