@@ -29,6 +29,9 @@ SOURCED = {
     "hw-nvl72-fp4-dense": 1440 / 2,  # GB200 NVL72 page: 1,440 PF FP4 with sparsity
     # V100 datasheet: 125 TFLOPS FP16 tensor, 900 GB/s; HGX B200: 2.25 PF BF16 dense, 7.7 TB/s
     "hw-ridge-growth": (2.25e15 / 7.7e12) / (125e12 / 900e9),
+    # nvidia-smi on an H100 80GB HBM3: 81559 MiB total (NVIDIA/nccl issue 1264); 80 GiB =
+    # 81,920 MiB (an exercise main added; extra entries are harmless where it is absent)
+    "hw-h100-driver-reserve": 80 * 1024 - 81559,
 }
 
 

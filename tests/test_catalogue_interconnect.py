@@ -30,6 +30,8 @@ SOURCED = {
     "ic-slow-leaf-probability": 1 - (1 - 1 / 8) ** 8,
     # GEMMs at the dense peak, latency ignored: within the exercise's 10%
     "ic-tp-share-h100": _TP_COMM_S / (_TP_COMM_S + _TP_FLOPS / 989.4e12),
+    # DGX B200: NVLink 5 900 GB/s per direction against eight 400 Gb/s NICs per node
+    "ic-tp16-cross-node": 900 / (8 * 400 / 8),
 }
 
 
