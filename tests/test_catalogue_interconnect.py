@@ -23,15 +23,20 @@ _TP_FLOPS = (72 * 4096 * 5120 ** 2 + 12 * 4096 ** 2 * 5120) / 8  # one of 8 rank
 _TP_COMM_S = 4 * 2 * 7 / 8 * (4096 * 5120 * 2) / 450e9  # four ring all-reduces of b s h bf16
 # The 8-byte ring: 2(n-1) = 3,998 steps of 4 us each; or, as the question now asks (on main),
 # 498 of them across the 250 nodes at 4 us and 3,500 over NVLink at 1.9 us (NCCL tuning.cc)
-_RING_Q = {e.id: e.question for e in exercises("interconnect")}.get("ic-8byte-ring-2000", "")
-_RING_MS = ((3500 * 1.9e-6 + 498 * 4e-6) if "250 DGX B200" in _RING_Q else 2 * 1999 * 4e-6) * 1e3
+_Q = {e.id: e.question for e in exercises("interconnect")}
+_RING_MS = ((3500 * 1.9e-6 + 498 * 4e-6) if "250 DGX B200" in _Q.get("ic-8byte-ring-2000", "")
+            else 2 * 1999 * 4e-6) * 1e3
+# A job on k leaves, one leaf in 8 HDR: it touches one with 1 - (7/8)^k (k = 8), or, as main
+# asks, touches none with (7/8)^k over 8 rails x ceil(250 / 32) = 64 leaves
+_LEAF_P = (1 - 1 / 8) ** 64 if "touches no HDR" in _Q.get("ic-slow-leaf-probability", "") \
+    else 1 - (1 - 1 / 8) ** 8
 SOURCED = {
     "ic-nvlink4-per-direction": 900 / 2,
     "ic-ring-1gib-h100": 2 * 7 / 8 * 2 ** 30 / 450e9 * 1e3,
     "ic-busbw-issue212": 275 * 2 * 7 / 8,
     "ic-8byte-ring-2000": _RING_MS,  # the 8 bytes' bandwidth term is negligible
     "ic-hdr-leaf-factor": (400 / 8) / (200 / 8),  # the ring runs at the HDR leaf's rate
-    "ic-slow-leaf-probability": 1 - (1 - 1 / 8) ** 8,
+    "ic-slow-leaf-probability": _LEAF_P,
     # GEMMs at the dense peak, latency ignored: within the exercise's 10%
     "ic-tp-share-h100": _TP_COMM_S / (_TP_COMM_S + _TP_FLOPS / 989.4e12),
     # DGX B200: NVLink 5 900 GB/s per direction against eight 400 Gb/s NICs per node
