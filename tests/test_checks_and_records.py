@@ -202,3 +202,48 @@ def test_write_record_checks_its_arguments(tmp_path, kind, results, meta, err):
     with pytest.raises(TypeError, match=err):
         record.write_record(kind, results, meta, tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+# -- issue 15's list, one by one: each fails clearly (or answers right) within a second ----------
+def _issue_15_cases():
+    from companion import memory, parallel, reliability, roofline, units
+    from companion.model import Layout
+    layout = Layout(tp=8, global_batch=8)
+
+    def estimate(reserve):
+        return parallel.estimate("gpt3-175b", layout, "H100", num_gpus=8, reserve_bytes=reserve)
+    return [
+        (lambda: estimate(-1e12), ValueError, "reserve_bytes must be >= 0"),
+        (lambda: estimate(float("nan")), ValueError, "reserve_bytes must be finite"),
+        (lambda: reliability.goodput_first_order(36000, 600, 600, 3600), ValueError,
+         r"negative.*use goodput\(\)"),
+        (lambda: roofline.roofline_time(roofline.Cost("x", -1e12, -1e6), "H100"), ValueError,
+         "cost.flops must be >= 0"),
+        (lambda: memory.model_state_bytes_per_param(fp8_params="False"), TypeError,
+         "fp8_params must be True or False"),
+        (lambda: reliability.simulate_wall_s(86400, 3600, 60, 600, mtbf_s=60), ValueError,
+         "too frequent to simulate"),
+        (lambda: reliability.simulate_wall_s(1e12, 1, 60, 600, mtbf_s=3600), ValueError,
+         "runs x segments"),
+        (lambda: roofline.gemm_time(10 ** 400, 1024, 1024, "H100"), ValueError, "m is too large"),
+        (lambda: parallel.tp_layer("MI355X"), ValueError, "NVLink.*MI355X"),
+        (lambda: units.gb(1e300), ValueError, "too large"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_issue_15_cases_fail_clearly_and_fast(case):
+    import time
+    call, exc, match = _issue_15_cases()[case]
+    t0 = time.perf_counter()
+    with pytest.raises(exc, match=match):
+        call()
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_issue_15_preset_names_work_where_estimate_takes_them():
+    from companion import memory
+    from companion.model import Layout, preset
+    layout = Layout(tp=8, global_batch=8)
+    assert memory.training_memory("gpt3-175b", layout, "H100") == \
+        memory.training_memory(preset("gpt3-175b"), layout, "H100")
