@@ -194,7 +194,7 @@ def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric) -
     """
     _fabric(fabric)
     s, scalar = _sizes("bytes_per_gpu", bytes_per_gpu)
-    ep = checks.gpu_count("expert_parallel", expert_parallel)
+    ep = checks.number("expert_parallel", expert_parallel, integer=True, minimum=1)
     g = fabric.gpus_per_domain
     if ep <= g:
         t = collective_time_s("all_to_all", s, ep, fabric.scaleup_Bps, fabric.scaleup_latency_s)

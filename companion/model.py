@@ -66,14 +66,14 @@ class Transformer:
             _int(p, getattr(self, p))
         _int("shared_experts", self.shared_experts, minimum=0)
         _int("dense_layers", self.dense_layers, minimum=0)
+        for p in ("tied_embeddings", "bias", "learned_positions"):  # strict: "False" is truthy
+            object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         if self.kv_heads is not None:
             _int("kv_heads", self.kv_heads)
             checks.divides("kv_heads", self.kv_heads, "heads", self.heads)
         if self.expert_ffn_hidden is not None:
             _int("expert_ffn_hidden", self.expert_ffn_hidden)
         checks.choice("ffn_type", self.ffn_type, FFN_TYPES)
-        for p in ("tied_embeddings", "bias", "learned_positions"):
-            object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         checks.divides("heads", self.heads, "hidden", self.hidden)
         if self.top_k > self.experts:
             raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts}")
