@@ -166,7 +166,14 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         _text("flop_convention"), _text("notes", blank=True), _bool("held_out"),
         _num("measured_tokens_per_s_per_gpu", "tokens/s per GPU"),
         Column("zero_stage", "int", minimum=0, allowed=("0", "1", "2", "3")),
-        _bool("distributed_optimizer")),
+        _bool("distributed_optimizer"),
+        # columns other helpers are adding (optional; blank = the stack's default)
+        _num("grad_reduce_bytes", "bytes per gradient element", kind="int", minimum=1,
+             required=False),
+        Column("cuda_graphs", "bool", required=False, blank=True),
+        _num("expert_tp", kind="int", minimum=1, required=False),
+        Column("dispatch_precision", "choice", required=False, blank=True,
+               allowed=PRECISIONS)),
         "one published training run: layout and measured speed"),
     Schema("published_measurements.csv", "id", (
         _text("id"), _text("kind"),
