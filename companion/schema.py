@@ -62,11 +62,11 @@ class Column:
 
 @dataclass(frozen=True)
 class Schema:
-    """The columns of one file, its ``key`` column (unique and never blank) and what a row
-    describes."""
+    """The columns of one file, its ``key`` column or columns (unique together) and what a
+    row describes."""
 
     file: str  # path under data/
-    key: str
+    key: str | tuple[str, ...]
     columns: tuple[Column, ...]
     describes: str = ""
 
@@ -153,6 +153,11 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         _text("unverified", blank=True, required=False), _text("source"),
         _text("notes", blank=True, required=False)),
         "per GPU: driver-visible HBM, last-level cache, fields not yet verified"),
+    Schema("validation_bands.csv", ("generation", "precision"), (
+        _text("generation"), _text("precision"),
+        _num("low", "ratio measured / predicted", blank=False, minimum=0),
+        _num("high", "ratio measured / predicted", blank=False, minimum=0), _text("basis")),
+        "the step-time uncertainty band of one GPU generation and precision"),
     Schema("published_runs.csv", "run_id", (
         _text("run_id"), _text("source"), _text("table", blank=True), _text("model"),
         _text("gpu"), _text("system", blank=True), _text("software"),
@@ -302,6 +307,7 @@ def _check(path: str, _mtime_ns: int, _size: int, schema: Schema) -> int:
         if dupes:
             raise SchemaError(f"{label}: column(s) {', '.join(dupes)} appear twice in the header")
         rules = [schema.column(h) or _inferred(h) for h in header]
+        key_columns = (schema.key,) if isinstance(schema.key, str) else schema.key
         keys: dict[str, int] = {}
         n = 0
         for n, row in enumerate(reader, start=1):
@@ -313,9 +319,9 @@ def _check(path: str, _mtime_ns: int, _size: int, schema: Schema) -> int:
                 raise SchemaError(f"{where}: {len(row)} cells for {len(header)} columns (an "
                                   f"unquoted comma?)")
             row = row + [""] * (len(header) - len(row))  # short rows: trailing cells blank
-            key = row[header.index(schema.key)]
-            if key:
-                where += f", {schema.key} {key!r}"
+            key = "/".join(row[header.index(k)] for k in key_columns)
+            if key.strip("/"):
+                where += f", {'/'.join(key_columns)} {key!r}"
             for cell, name, rule in zip(row, header, rules):
                 if rule is None:
                     continue
@@ -330,7 +336,8 @@ def _check(path: str, _mtime_ns: int, _size: int, schema: Schema) -> int:
                     raise SchemaError(f"{where}, column {name!r}: {cell!r} is not "
                                       f"{_rule(rule)}")
             if key in keys:
-                raise SchemaError(f"{where}: duplicate {schema.key} (also row {keys[key]})")
+                raise SchemaError(f"{where}: duplicate {'/'.join(key_columns)} (also row "
+                                  f"{keys[key]})")
             keys[key] = n
     return n
 

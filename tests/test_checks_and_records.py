@@ -244,11 +244,12 @@ def test_tp_layer_on_a_gpu_without_scaleup_bandwidth_says_so():
     # the case was MI355X; once the registry gives a GPU its scale-up bandwidth the
     # layer is priced, and only GPUs still without one must raise
     import math
+    import re
     from companion import hardware, parallel
     for name in hardware.gpus()["key"]:
         g = hardware.gpu(name)
         if g.scaleup_Bps is None:
-            with pytest.raises(ValueError, match=f"NVLink.*{g.name}"):
+            with pytest.raises(ValueError, match=f"NVLink.*{re.escape(g.name)}"):
                 parallel.tp_layer(name, heads=40, hidden=5120, tp=8)
         elif g.name.endswith("MI355X"):
             assert math.isfinite(parallel.tp_layer(name).comm_share)
