@@ -1,16 +1,17 @@
 """Command line: ``python -m companion bench|plan|check|env ...`` (``--help`` on each)."""
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import sys
+
+from .bench.cli import Parser
 
 BENCHES = ("gemm", "bandwidth", "collectives", "power")
 
 
 def _env(argv) -> int:
-    p = argparse.ArgumentParser(prog="python -m companion env",
+    p = Parser(prog="python -m companion env",
                                 description="Print what this machine is, as a record would.")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args(argv)
@@ -20,7 +21,7 @@ def _env(argv) -> int:
 
 
 def _check(argv) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m companion check",
         description="Recompute the seeds' claims (data/claims.yaml) and print each verdict, or "
                     "check an answer to one of the book's exercises.")
@@ -61,7 +62,15 @@ def _check(argv) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one subcommand; returns its exit status (2 for bad input, with a one-line message
+    from argparse or the argument checks, never a traceback)."""
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # argparse's exit, so main() returns a status in every case
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+
+def _dispatch(argv: list[str]) -> int:
     usage = ("usage: python -m companion {bench,plan,check,env} ...\n\n"
              "  bench {gemm,bandwidth,collectives,power} [--help]\n"
              "                                               run a real kernel benchmark\n"
@@ -94,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         module = importlib.import_module(f"companion.bench.{rest[0]}")
-        return module.main(rest[1:])
+        try:
+            return module.main(rest[1:])
+        except OSError as exc:  # e.g. the record directory vanished mid-run: say which
+            print(f"python -m companion bench {rest[0]}: {exc}", file=sys.stderr)
+            return 1
     print(f"unknown command {cmd!r}\n\n{usage}", file=sys.stderr)
     return 2
 

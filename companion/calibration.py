@@ -87,7 +87,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from companion import checks, hardware
+from companion import checks, hardware, schema
 from companion.roofline import gemm_time_arrays
 
 
@@ -156,6 +156,7 @@ def mamf_records() -> pd.DataFrame:
 
 @functools.cache
 def _mamf_records() -> pd.DataFrame:
+    schema.check(MEASUREMENTS_CSV)
     df = pd.read_csv(MEASUREMENTS_CSV)
     rows = []
     for _, r in df[df["kind"] == "gemm"].iterrows():
@@ -225,6 +226,7 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
 # -- fused attention -------------------------------------------------------------------------
 @functools.cache
 def _attention_records() -> pd.DataFrame:
+    schema.check(MEASUREMENTS_CSV)
     df = pd.read_csv(MEASUREMENTS_CSV)
     df = df[df["kind"] == "attention"]
     rows = []
@@ -301,6 +303,7 @@ TE_PROFILE_SHAPES = ((15872, 12288, 4096, 1), (15872, 4096, 4096, 1),
 
 @functools.cache
 def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[float, str]:
+    schema.check(MEASUREMENTS_CSV)
     df = pd.read_csv(MEASUREMENTS_CSV)
     df = df[df["kind"] == "gemm_model_shapes"]
     recs = [(hardware.gpu(r["hardware"]), r) for _, r in df.iterrows()
@@ -341,6 +344,7 @@ def quantization_bytes(recipe: str, calibration: Calibration | None = None) -> f
     Counts every pass (amax, scale, cast, transposed copy, Hadamard), not a byte budget."""
     cal = DEFAULT if calibration is None else calibration
     checks.choice("recipe", recipe, QUANT_RECIPES)
+    schema.check(MEASUREMENTS_CSV)
     df = pd.read_csv(MEASUREMENTS_CSV)
     r = df[df["id"] == f"te-quant-b300-{recipe}"].iloc[0]
     hbm = hardware.gpu(r["hardware"]).hbm_Bps * cal.hbm_efficiency

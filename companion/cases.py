@@ -42,7 +42,7 @@ class Scenario:
     def __post_init__(self):
         preset(self.model)  # raises with close matches for an unknown name
         hardware.gpu(self.gpu)
-        checks.number("num_gpus", self.num_gpus, integer=True, minimum=1)
+        checks.gpu_count("num_gpus", self.num_gpus)
         checks.number("tokens", self.tokens, positive=True)
         checks.number("global_batch", self.global_batch, integer=True, minimum=1)
         checks.choice("precision", self.precision, PRECISIONS)
@@ -130,6 +130,7 @@ def price(scenario: Scenario, *, gpu_w: float | None = None, host: bool = True,
     """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario; got {type(scenario).__name__}")
+    checks.boolean("host", host)
     s = scenario
     row, cluster_name, basis = _fastest(s.model, s.gpu, s.num_gpus, s.global_batch,
                                         s.precision, s.system)

@@ -139,9 +139,7 @@ def bus_factor(op: str, n) -> float | np.ndarray:
 def algo_bandwidth(size_bytes, seconds):
     """Algorithm bandwidth ``S / t`` in bytes/s, as nccl-tests' ``algbw`` column."""
     s, scalar = _sizes("size_bytes", size_bytes)
-    t = np.asarray(seconds, dtype=np.float64)
-    if not np.all(np.isfinite(t)) or np.any(t <= 0):
-        raise ValueError("seconds must be finite and > 0")
+    t = checks.real_array("seconds", seconds, positive=True)
     return _out(s / t, scalar and t.ndim == 0)
 
 
@@ -286,7 +284,7 @@ def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
     intercept, and alpha comes out as noise (even negative).
     """
     s, _ = _sizes("size_bytes", size_bytes)
-    t = np.asarray(seconds, dtype=np.float64)
+    t = checks.real_array("seconds", seconds)
     s = np.atleast_1d(s)
     t = np.atleast_1d(t)
     if s.shape != t.shape or s.ndim != 1:
@@ -296,7 +294,7 @@ def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
         raise ValueError("need at least two distinct sizes to fit alpha and beta")
     if not np.all(np.isfinite(t)) or np.any(t <= 0):
         raise ValueError("seconds must be finite and > 0")
-    w = 1.0 / t if relative else np.ones_like(t)
+    w = 1.0 / t if checks.boolean("relative", relative) else np.ones_like(t)
     design = np.stack([np.ones_like(s), s], axis=1) * w[:, None]
     (alpha, beta), *_ = np.linalg.lstsq(design, t * w, rcond=None)
     pred = alpha + beta * s

@@ -127,9 +127,11 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
     if layout.global_batch is None:
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
+    reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    checks.boolean("uneven_stages", uneven_stages)
     g, st, cl = resolve(gpu, system, software)
     num_gpus = layout.num_gpus if num_gpus is None else num_gpus
-    checks.number("num_gpus", num_gpus, integer=True, minimum=1)
+    checks.gpu_count("num_gpus", num_gpus)
     lst = stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages)
     padded = replace(model, layers=lst * layout.pp) if uneven_stages else model
     check_layout(padded, layout, num_gpus)

@@ -96,6 +96,8 @@ def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
     (``why``); ``reveal=True`` also prints the expected value.
     """
     ex = get(exercise_id)
+    checks.boolean("reveal", reveal)
+    answer = checks.scalar(answer)  # a numpy scalar or 0-d array counts as its number
     expected = ex.answer()
     unit = f" {ex.unit}" if ex.unit else ""
     tol = _tolerance(ex, unit)
@@ -104,8 +106,7 @@ def check(exercise_id: str, answer, *, reveal: bool = False) -> Verdict:
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
             raise TypeError(f"answer to {exercise_id!r} must be a number{unit and ' in' + unit}; "
                             f"got {type(answer).__name__}")
-        if not math.isfinite(float(answer)):
-            raise ValueError(f"answer must be finite; got {answer!r}")
+        answer = checks.number("answer", answer)  # finite, and not too large for a float
         ok = math.isclose(float(answer), float(expected), rel_tol=ex.rel_tol, abs_tol=ex.abs_tol)
         if ok:
             return Verdict(ex.id, True, f"Right: {_fmt(answer)}{unit} is {tol + ' of ' if tol else ''}the answer. {ex.why}")

@@ -98,7 +98,15 @@ class Fabric:
 
 
 def _domains(n_domains) -> int:
-    return checks.number("n_domains", n_domains, integer=True, minimum=1)
+    return checks.number("n_domains", n_domains, integer=True, minimum=1,
+                         maximum=checks.MAX_GPUS)
+
+
+def _fabric(fabric) -> "Fabric":
+    if not isinstance(fabric, Fabric):
+        raise TypeError(f"fabric must be a Fabric (e.g. companion.machine.cluster('H100')"
+                        f".fabric); got {type(fabric).__name__}")
+    return fabric
 
 
 def rails(fabric: Fabric) -> int:
@@ -125,6 +133,7 @@ def slow_leaf_probability(slow_leaf_fraction: float, leaves: int) -> float:
 
 def cross_leaf_fraction(fabric: Fabric, n_domains: int) -> float:
     """Share of a GPU's inter-domain all-to-all traffic that leaves its leaf switch."""
+    _fabric(fabric)
     d = _domains(n_domains)
     if d == 1:
         return 0.0
@@ -137,7 +146,7 @@ def scaleout_ring_Bps(fabric: Fabric) -> float:
     A ring ordered by leaf leaves each leaf once per channel, so oversubscription barely
     touches it; a slow leaf does: every ring crosses it.
     """
-    return fabric.nics_per_gpu * fabric.bottleneck_nic_Bps
+    return _fabric(fabric).nics_per_gpu * fabric.bottleneck_nic_Bps
 
 
 def scaleout_all_to_all_Bps(fabric: Fabric, n_domains: int) -> float:
@@ -167,6 +176,7 @@ def hierarchical_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int,
     then all-gather inside the domain. Scale-up and scale-out phases run one after another.
     """
     checks.choice("inter_algorithm", inter_algorithm, ("ring", "tree", "sharp"))
+    _fabric(fabric)
     s, scalar = _sizes("size_bytes", size_bytes)
     d = _domains(n_domains)
     g = fabric.gpus_per_domain
@@ -216,6 +226,7 @@ def flat_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int, algorithm
     NIC's 50). Traffic ``2(N-1)/N S`` for the ring, ``2 S`` for the tree (NCCL's tree bus
     bandwidth is half its algorithm bandwidth).
     """
+    fabric = _fabric(fabric)
     checks.choice("algorithm", algorithm, FLAT_ALGORITHMS)
     s, scalar = _sizes("size_bytes", size_bytes)
     d = _domains(n_domains)
@@ -260,6 +271,7 @@ def moe_all_to_all_time_s(bytes_per_gpu, expert_parallel: int, fabric: Fabric,
     the fewest peers beside it sends the most over the network. For a whole job of such
     groups, and DeepEP's de-duplicated dispatch, see :func:`companion.moe.copies_per_token`.
     """
+    _fabric(fabric)
     s, scalar = _sizes("bytes_per_gpu", bytes_per_gpu)
     ep = checks.number("expert_parallel", expert_parallel, integer=True, minimum=1)
     stride = checks.number("stride", stride, integer=True, minimum=1)
@@ -329,6 +341,9 @@ def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *,
     cong = checks.number("congestion_slowdown", congestion_slowdown, nonnegative=True)
     steps = checks.number("steps", steps, integer=True, minimum=1)
     seed = checks.number("seed", seed, integer=True, minimum=0)
+    if len(sizes) * steps > checks.MAX_SIM_SEGMENTS:  # several float64 arrays of this shape
+        raise ValueError(f"{len(sizes)} cluster sizes x steps={steps} exceeds "
+                         f"{checks.MAX_SIM_SEGMENTS:.0e} simulated steps: use fewer steps")
     rng = np.random.default_rng(seed)
     n = np.broadcast_to(sizes[:, None], (len(sizes), steps))
     k = rng.binomial(n, p)  # stragglers this step

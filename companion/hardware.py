@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from companion import schema
 from companion.checks import choice, suggest
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "hardware"
@@ -81,6 +82,7 @@ def _float_or_none(x):
 @functools.cache
 def _table(kind):
     path = DATA_DIR / f"{kind}.csv"
+    schema.check(path)  # a bad cell fails here, naming the file, row and column
     frame = pd.read_csv(path, dtype={"compute_capability": str, "key": str})
     if frame["key"].duplicated().any():
         raise ValueError(f"{path}: duplicate keys {sorted(frame['key'][frame['key'].duplicated()])}")
@@ -90,6 +92,7 @@ def _table(kind):
 @functools.cache
 def _details():
     """``gpu_details.csv`` by GPU key (driver-visible HBM, last-level cache, unverified fields)."""
+    schema.check(DATA_DIR / "gpu_details.csv")
     frame = pd.read_csv(DATA_DIR / "gpu_details.csv", dtype={"key": str})
     unknown = set(frame["key"]) - set(_table("gpus")["key"])
     if unknown or frame["key"].duplicated().any():

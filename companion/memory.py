@@ -70,7 +70,7 @@ def state_bytes_arrays(precision: str = "bf16", dp=1, stage=0, grad_bytes: float
     w, g, o = _STATE[checks.choice("precision", precision, PRECISIONS)]
     if grad_bytes is not None:
         g = checks.number("grad_bytes", grad_bytes, positive=True)
-    if fp8_params:
+    if checks.boolean("fp8_params", fp8_params):
         w = 1
     dp, stage = np.asarray(dp, dtype=np.int64), np.asarray(stage, dtype=np.int64)
     return (np.where(stage >= 3, w / dp, float(w)), np.where(stage >= 2, g / dp, float(g)),
@@ -86,6 +86,7 @@ def model_state_bytes_per_param(precision: str = "bf16", dp: int = 1, zero_stage
     (2 + 2 + 12), sharded as stage 1: 4 + 12/dp, stage 2: 2 + 14/dp, stage 3: 16/dp."""
     dp = checks.number("dp", dp, integer=True, positive=True)
     checks.number("zero_stage", zero_stage, integer=True, minimum=0, maximum=3)
+    checks.boolean("distributed_optimizer", distributed_optimizer)
     stage = max(zero_stage, 1 if distributed_optimizer else 0)
     return StateBytes(*(float(x) for x in state_bytes_arrays(precision, dp, stage, grad_bytes,
                                                              fp8_params)))
@@ -147,6 +148,8 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
         ("tp", tp), ("cp", cp)))
     checks.choice("recompute", recompute, RECOMPUTE)
     checks.choice("ffn_type", ffn_type, ("gelu", "swiglu"))
+    checks.boolean("sequence_parallel", sequence_parallel)
+    checks.boolean("flash_attention", flash_attention)
     checks.divides("tp", t, "heads", a)
     checks.divides("cp", cp, "seq_len", s)
     f = 4 * h if ffn_hidden is None else checks.number("ffn_hidden", ffn_hidden, integer=True,
@@ -199,7 +202,8 @@ def pipeline_inflight_microbatches(pp: int, vpp: int = 1,
     pp = checks.number("pp", pp, integer=True, positive=True)
     vpp = checks.number("vpp", vpp, integer=True, positive=True)
     if num_microbatches is not None:
-        checks.number("num_microbatches", num_microbatches, integer=True, positive=True)
+        num_microbatches = checks.number("num_microbatches", num_microbatches, integer=True,
+                                         positive=True)
     return float(pipeline_inflight_arrays(pp, vpp, num_microbatches))
 
 
@@ -225,7 +229,9 @@ class ParamSplit:
 def params_per_gpu(model: Transformer, layout: Layout) -> ParamSplit:
     """Parameters held by a first-stage GPU: its share of the layers plus the embeddings
     (and the output layer when untied and pp == 1), split by TP; routed experts split by
-    EP x TP (Megatron's expert tensor parallel size defaults to TP)."""
+    EP x TP (Megatron's expert tensor parallel size defaults to TP). ``model`` is a
+    :class:`Transformer` or a preset name."""
+    model = checks.transformer("model", model)
     check_layout(model, layout)
     dense, expert = params_per_gpu_arrays(model, layout.tp, layout.pp, layout.ep)
     return ParamSplit(float(dense), float(expert))
@@ -290,16 +296,21 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     active per token, (top_k + shared_experts) x expert_ffn_hidden, plus the dispatched copies,
     router probabilities and one permutation buffer (:func:`training_memory_arrays`). A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
     (including an interleaved schedule whose microbatches are not whole rounds of pp).
+    ``model`` is a :class:`Transformer` or a preset name.
     """
+    model = checks.transformer("model", model)
     check_layout(model, layout)
-    checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    checks.boolean("flash_attention", flash_attention)
+    checks.boolean("fp8_params", fp8_params)
     if gpu is not None and capacity_bytes is None:
         g = resolve_gpu(gpu)
         capacity_bytes = getattr(g, "usable_hbm_bytes", None) or g.hbm_bytes
     if capacity_bytes is not None:
-        checks.number("capacity_bytes", capacity_bytes, positive=True)
+        capacity_bytes = checks.number("capacity_bytes", capacity_bytes, positive=True)
     if num_microbatches is not None:
-        checks.number("num_microbatches", num_microbatches, integer=True, positive=True)
+        num_microbatches = checks.number("num_microbatches", num_microbatches, integer=True,
+                                         positive=True)
     m = num_microbatches if num_microbatches is not None else layout.num_microbatches
     r = training_memory_arrays(
         model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
@@ -405,6 +416,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
 # -- inference ------------------------------------------------------------------------------
 def kv_heads_per_gpu(model: Transformer, tp: int = 1) -> int:
     """KV heads one TP rank stores: kv_heads/tp, or one (replicated) when tp > kv_heads."""
+    model = checks.transformer("model", model)
     tp = checks.number("tp", tp, integer=True, positive=True)
     g = model.kv_heads_used
     if tp <= g:
@@ -418,6 +430,7 @@ def kv_cache_bytes(model: Transformer, context_len: int, batch: int = 1, dtype: 
                    tp: int = 1) -> float:
     """KV cache per GPU: 2 (K and V) x batch x context x layers x kv_heads x head_dim x bytes.
     Linear in context length and batch; GQA/MQA divide it by heads/kv_heads."""
+    model = checks.transformer("model", model)
     s = checks.number("context_len", context_len, integer=True, positive=True)
     b = checks.number("batch", batch, integer=True, positive=True)
     return (2.0 * b * s * model.layers * kv_heads_per_gpu(model, tp) * model.head_dim
@@ -446,9 +459,11 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
     counted. For MoE the step reads the experts the batch routes to, in expectation
     E (1 - (1 - k/E)^batch) per layer under uniform routing.
     """
+    model = checks.transformer("model", model)
     g = resolve_gpu(gpu)
     b = checks.number("batch", batch, integer=True, positive=True)
     tp = checks.number("tp", tp, integer=True, positive=True)
+    context_len = checks.number("context_len", context_len, integer=True, positive=True)
     checks.divides("tp", tp, "heads", model.heads)
     weights = model.params
     if model.is_moe:

@@ -75,6 +75,8 @@ class Transformer:
             _int(p, getattr(self, p))
         _int("shared_experts", self.shared_experts, minimum=0)
         _int("dense_layers", self.dense_layers, minimum=0)
+        for p in ("tied_embeddings", "bias", "learned_positions"):  # strict: "False" is truthy
+            object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         if self.kv_heads is not None:
             _int("kv_heads", self.kv_heads)
             checks.divides("kv_heads", self.kv_heads, "heads", self.heads)
@@ -247,8 +249,9 @@ class Layout:
         checks.choice("precision", self.precision, PRECISIONS)
         checks.number("zero_stage", self.zero_stage, integer=True, minimum=0, maximum=3)
         for p in ("sequence_parallel", "distributed_optimizer"):
-            if not isinstance(getattr(self, p), bool):
-                raise TypeError(f"{p} must be True or False; got {getattr(self, p)!r}")
+            # strict (a string is never a boolean); a numpy bool, as pandas gives, is stored
+            # as a Python one
+            object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         if self.distributed_optimizer and self.zero_stage > 1:
             raise ValueError("distributed_optimizer=True is Megatron's stage-1 sharding; "
                              f"it cannot be combined with zero_stage={self.zero_stage}")
@@ -310,7 +313,11 @@ def layout_text(layout: Layout, full: bool = False) -> str:
 
 
 def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None) -> None:
-    """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters)."""
+    """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters).
+    ``model`` is a :class:`Transformer` or a preset name."""
+    model = checks.transformer("model", model)
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a Layout; got {type(layout).__name__}")
     checks.divides("tp", layout.tp, "heads", model.heads)
     checks.divides("tp", layout.tp, "kv_heads", model.kv_heads_used)
     checks.divides("tp", layout.tp, "ffn_hidden", model.ffn_hidden)

@@ -124,6 +124,9 @@ def tp_layer(gpu: str = "H100", hidden: int = 5120, heads: int = 40, ffn_hidden:
     = max of the two); ``False`` adds them.
     """
     g = hardware.gpu(gpu)
+    if g.scaleup_Bps is None:
+        raise ValueError(f"tp_layer needs the GPU's scale-up (NVLink) bandwidth; the registry "
+                         f"has none for {g.name}: pass a GPU with one, e.g. H100 or B200")
     for p, v in (("hidden", hidden), ("heads", heads), ("seq_len", seq_len),
                  ("micro_batch", micro_batch), ("tp", tp)):
         checks.number(p, v, integer=True, minimum=1)

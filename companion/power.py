@@ -22,6 +22,7 @@ assumptions the reader sets, and the chapter compares it with published measurem
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from companion import hardware
@@ -56,6 +57,8 @@ def training_flops(params, tokens, *, convention="6ND", layers=None, hidden=None
                 raise ValueError(f"convention '6ND+attention' needs {name}; got None")
             number(name, v, integer=True, positive=True)
         flops += 12.0 * layers * seq_len * hidden * d
+    if not math.isfinite(flops):
+        raise ValueError(f"params={n:g} x tokens={d:g} is too large: the FLOP count overflows")
     return flops
 
 
@@ -178,7 +181,10 @@ def kwh(x):
 
 def electricity_cost(joules, price_per_kwh):
     """Cost of ``joules`` at ``price_per_kwh`` (any currency)."""
-    return to_kwh(joules) * number("price_per_kwh", price_per_kwh, nonnegative=True)
+    cost = to_kwh(joules) * number("price_per_kwh", price_per_kwh, nonnegative=True)
+    if not math.isfinite(cost):
+        raise ValueError(f"joules={joules:g} x price_per_kwh={price_per_kwh:g} overflows")
+    return cost
 
 
 def tokens_per_kwh(tokens, joules):

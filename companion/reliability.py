@@ -114,7 +114,12 @@ def expected_wall_s(work_s: float, interval_s: float, checkpoint_s: float, resta
     w, tau = _pos("work_s", work_s), _pos("interval_s", interval_s)
     d, r, m = _nonneg("checkpoint_s", checkpoint_s), _nonneg("restart_s", restart_s), \
         _pos("mtbf_s", mtbf_s)
-    return m * math.exp(r / m) * math.expm1((tau + d) / m) * w / tau
+    if (tau + d + r) / m > 700:  # e**700 is near a float's limit: no job ever finishes
+        raise ValueError(f"(interval_s + checkpoint_s + restart_s) / mtbf_s = "
+                         f"{(tau + d + r) / m:.3g} is too large: the expected wall time "
+                         f"overflows (a job that fails this often never completes a segment)")
+    return checks.finite_result("work_s", m * math.exp(r / m) * math.expm1((tau + d) / m)
+                                * w / tau)
 
 
 def goodput(interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float) -> float:
@@ -128,10 +133,17 @@ def goodput_first_order(interval_s: float, checkpoint_s: float, restart_s: float
                         mtbf_s: float) -> float:
     """First-order estimate, 1 - delta/(tau + delta) - ((tau + delta)/2 + R)/M: the checkpoint
     overhead plus, per failure, half a segment of lost work and a restart. Valid for
-    tau, delta, R much smaller than M."""
+    tau, delta, R much smaller than M; where the estimate falls below zero it is outside
+    its validity and raises (use :func:`goodput`, Daly's model, there)."""
     tau, d = _pos("interval_s", interval_s), _nonneg("checkpoint_s", checkpoint_s)
     r, m = _nonneg("restart_s", restart_s), _pos("mtbf_s", mtbf_s)
-    return 1 - d / (tau + d) - ((tau + d) / 2 + r) / m
+    g = 1 - d / (tau + d) - ((tau + d) / 2 + r) / m
+    if g < 0:
+        raise ValueError(f"the first-order goodput is negative ({g:.3g}) for interval_s={tau:g}, "
+                         f"checkpoint_s={d:g}, restart_s={r:g}, mtbf_s={m:g}: it needs "
+                         f"interval_s, checkpoint_s and restart_s well below mtbf_s; use "
+                         f"goodput() (Daly's model) instead")
+    return g
 
 
 @dataclass(frozen=True)
@@ -173,16 +185,37 @@ def simulate_wall_s(work_s: float, interval_s: float, checkpoint_s: float, resta
 
     Failures are exponential with mean ``mtbf_s`` and may strike during compute, checkpoint or
     restart; after each, the job restarts (``restart_s``) and redoes its current segment. Work
-    must be a whole number of intervals.
+    must be a whole number of intervals. Bounded so that a call neither hangs nor exhausts
+    memory: runs x segments at most :data:`companion.checks.MAX_SIM_SEGMENTS`, attempts per
+    segment e^((tau + delta + R)/M) at most :data:`companion.checks.MAX_SIM_ATTEMPTS`, and the
+    expected number of random draws (each segment takes e^((tau + delta)/M) attempts, each
+    failure e^(R/M) restarts) at most :data:`companion.checks.MAX_SIM_DRAWS`.
     """
     w, tau = _pos("work_s", work_s), _pos("interval_s", interval_s)
     d, r, m = _nonneg("checkpoint_s", checkpoint_s), _nonneg("restart_s", restart_s), \
         _pos("mtbf_s", mtbf_s)
     runs = checks.number("runs", runs, integer=True, positive=True)
-    checks.number("seed", seed, integer=True, nonnegative=True)
+    seed = checks.number("seed", seed, integer=True, nonnegative=True)
     segments = w / tau
     if abs(segments - round(segments)) > 1e-9 * segments:
         raise ValueError(f"work_s={w} must be a whole number of interval_s={tau} segments")
+    cells = runs * round(segments)
+    if cells > checks.MAX_SIM_SEGMENTS:
+        raise ValueError(f"runs x segments = {runs} x {round(segments)} = {cells:.3g} exceeds "
+                         f"{checks.MAX_SIM_SEGMENTS:.0e}: use fewer runs or longer interval_s")
+    if (tau + d + r) / m > math.log(checks.MAX_SIM_ATTEMPTS):
+        raise ValueError(f"failures are too frequent to simulate: (interval_s + checkpoint_s + "
+                         f"restart_s) / mtbf_s = {(tau + d + r) / m:.3g} means about "
+                         f"e^{(tau + d + r) / m:.3g} attempts per segment (limit "
+                         f"{checks.MAX_SIM_ATTEMPTS}, a ratio of "
+                         f"{math.log(checks.MAX_SIM_ATTEMPTS):.2f}); use expected_wall_s(), or "
+                         f"a shorter interval_s")
+    x = (tau + d) / m
+    draws = cells * (math.exp(x) + math.expm1(x) * math.exp(r / m))
+    if draws > checks.MAX_SIM_DRAWS:
+        raise ValueError(f"too large to simulate: {cells} segments of e^{x:.3g} attempts each "
+                         f"are about {draws:.3g} random draws (limit {checks.MAX_SIM_DRAWS:.0e}); "
+                         f"use fewer runs, or expected_wall_s()")
     rng = np.random.default_rng(seed)
     total = np.zeros(runs * int(round(segments)))
     pending = np.ones_like(total, dtype=bool)  # segment not yet completed
@@ -207,6 +240,8 @@ def simulate_wall_s(work_s: float, interval_s: float, checkpoint_s: float, resta
 
 # -- checkpoint sizes and storage --------------------------------------------------------------
 def _params(model) -> float:
+    if isinstance(model, str):
+        model = checks.transformer("model", model)
     if isinstance(model, Transformer):
         return float(model.params)
     return _pos("model (parameter count)", model)
@@ -219,8 +254,7 @@ def checkpoint_bytes(model, precision: str = "bf16", optimizer: bool = True) -> 
     this is :func:`companion.memory.model_state_bytes_per_param` without the gradients: 2 + 12
     = 14 bytes for BF16 with Adam (FP32 master weights and two moments).
     """
-    if not isinstance(optimizer, bool):
-        raise TypeError(f"optimizer must be True or False; got {optimizer!r}")
+    checks.boolean("optimizer", optimizer)
     s = memory.model_state_bytes_per_param(precision)
     return _params(model) * (s.weights + (s.optimizer if optimizer else 0.0))
 

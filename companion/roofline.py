@@ -54,7 +54,8 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def _pos(param, value):
-    return checks.number(param, value, integer=True, positive=True)
+    # 2**53: the float64 formulas below are exact for every integer up to it
+    return checks.number(param, value, integer=True, positive=True, maximum=checks.MAX_EXACT_INT)
 
 
 def resolve_gpu(gpu):
@@ -85,10 +86,15 @@ class Cost:
 
 def _positive_ints(param, x):
     """``x`` as a float64 array of positive integers (exact below 2**53), or a ValueError."""
-    a = np.asarray(x, dtype=np.float64)
-    ok = (a > 0) & (a == np.floor(a)) & np.isfinite(a)
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except OverflowError:
+        raise ValueError(f"{param} must hold positive integers up to 2**53; got one too large "
+                         f"for a float") from None
+    ok = (a > 0) & (a == np.floor(a)) & (a <= checks.MAX_EXACT_INT)
     if not ok.all():
-        raise ValueError(f"{param} must hold positive integers; got {a[~ok][:3].tolist()}")
+        raise ValueError(f"{param} must hold positive integers up to 2**53; got "
+                         f"{a[~ok][:3].tolist()}")
     return a
 
 
@@ -138,6 +144,7 @@ def attention(seq_len: int, heads: int, head_dim: int, batch: int = 1,
                                           ("head_dim", head_dim), ("batch", batch)))
     g = a if kv_heads is None else _pos("kv_heads", kv_heads)
     checks.divides("kv_heads", g, "heads", a)
+    causal, flash = checks.boolean("causal", causal), checks.boolean("flash", flash)
     e = dtype_bytes(dtype)
     flops = 4.0 * b * a * s * s * d * (0.5 if (causal and flash) else 1.0)
     qkvo = b * s * d * (2 * a + 2 * g) * e
@@ -165,6 +172,7 @@ def layernorm(rows: int, hidden: int, dtype: str = "bf16", rms: bool = False) ->
     variance, normalize, scale, shift; 4 for RMSNorm): an order-of-magnitude count, which is
     enough: the op sits two orders of magnitude below any GPU's ridge point."""
     n = _pos("rows", rows) * _pos("hidden", hidden)
+    rms = checks.boolean("rms", rms)
     return elementwise(n, dtype, 1, 1, 4.0 if rms else 5.0, "rmsnorm" if rms else "layernorm")
 
 
@@ -189,6 +197,7 @@ def ridge_point(gpu, precision: str = "bf16", sparse: bool = False) -> float:
 def attainable_flops(intensity, gpu, precision: str = "bf16", sparse: bool = False):
     """Roofline: min(peak, intensity x bandwidth) in FLOP/s; ``intensity`` may be an array."""
     g = resolve_gpu(gpu)
+    checks.real_array("intensity (FLOP per byte)", intensity, positive=True)  # no overflow
     x = np.asarray(intensity, dtype=float)
     if np.any(~np.isfinite(x)) or np.any(x <= 0):
         raise ValueError("intensity must be finite and > 0 (FLOP per byte)")
@@ -217,6 +226,8 @@ def roofline_time_arrays(flops, bytes_moved, gpu, precision: str = "bf16", effic
     ``bytes_moved`` (arrays, broadcast with ``efficiency``): the one implementation of
     :func:`roofline_time`'s formulas."""
     g = resolve_gpu(gpu)
+    flops = checks.real_array("flops", flops, nonnegative=True)
+    bytes_moved = checks.real_array("bytes_moved", bytes_moved, nonnegative=True)
     eff = np.asarray(efficiency, dtype=np.float64)
     ok = (eff > 0) & (eff <= 1)
     if not ok.all():
@@ -238,7 +249,15 @@ def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 
     """Time of ``cost`` on ``gpu``: max(FLOPs / (peak x efficiency), bytes / bandwidth) +
     ``overhead_s`` (launch latency, not modelled by default)."""
     g = resolve_gpu(gpu)
+    if not isinstance(cost, Cost):
+        raise TypeError(f"cost must be a Cost (e.g. roofline.gemm(m, n, k)); got "
+                        f"{type(cost).__name__}")
+    checks.number("cost.flops", cost.flops, nonnegative=True)
+    checks.number("cost.bytes_moved", cost.bytes_moved, nonnegative=True)
     checks.number("efficiency", efficiency, positive=True, maximum=1)
+    if cost.flops == cost.bytes_moved == 0 and overhead_s == 0:
+        raise ValueError("cost has no FLOPs and no bytes and overhead_s is 0: its time is 0, "
+                         "and its achieved FLOP/s undefined")
     compute_s, memory_s, t = (float(x) for x in roofline_time_arrays(
         cost.flops, cost.bytes_moved, g, precision, efficiency, overhead_s))
     return _timing(cost.name, cost.flops, cost.bytes_moved, compute_s, memory_s, t,

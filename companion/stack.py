@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from companion import checks, hardware
+from companion import checks, hardware, schema
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "software"
 
@@ -83,6 +83,7 @@ def table(name: str) -> pd.DataFrame:
     """One of the cited tables in ``data/software`` (all columns as strings, blanks as '')."""
     checks.choice("table", name, ["cuda_drivers", "cuda_minor_compat", "gpu_arch", "gpu_drivers",
                                   "containers", "env_vars"])
+    schema.check(DATA_DIR / f"{name}.csv")
     return pd.read_csv(DATA_DIR / f"{name}.csv", dtype=str, keep_default_na=False)
 
 

@@ -63,6 +63,7 @@ def model_flops_per_token(model: Transformer, convention: str = "megatron") -> f
     Megatron-Bridge's ``flop_utils`` counts it. ``6n``: 6 x active parameters, no attention
     (Kaplan et al. 2020).
     """
+    model = checks.transformer("model", model)
     checks.choice("convention", convention, FLOP_CONVENTIONS)
     if convention == "6n":
         return 6.0 * model.active_params

@@ -18,7 +18,7 @@ Three traps they exist for:
 """
 from __future__ import annotations
 
-from companion.checks import number
+from companion.checks import number, scaled
 
 # Decimal (SI) prefixes, as storage and network vendors use them.
 KB = 1e3
@@ -57,22 +57,22 @@ SPARSITY_2_4 = 2.0
 
 def gb(x):
     """Decimal gigabytes to bytes: ``gb(80) == 80e9``."""
-    return number("x", x, nonnegative=True) * GB
+    return scaled("x", x, GB)
 
 
 def gib(x):
     """Binary gibibytes to bytes: ``gib(80) == 80 * 2**30`` (about 85.9e9)."""
-    return number("x", x, nonnegative=True) * GiB
+    return scaled("x", x, GiB)
 
 
 def tb(x):
     """Decimal terabytes to bytes."""
-    return number("x", x, nonnegative=True) * TB
+    return scaled("x", x, TB)
 
 
 def tib(x):
     """Binary tebibytes to bytes."""
-    return number("x", x, nonnegative=True) * TiB
+    return scaled("x", x, TiB)
 
 
 def mib(x):
@@ -106,12 +106,12 @@ def gbit_per_s(x):
 
     ``gbit_per_s(400) == 50e9``: a 400 Gb/s InfiniBand NDR port moves 50 GB/s each way.
     """
-    return number("x", x, nonnegative=True) * GIGA / BITS_PER_BYTE
+    return scaled("x", x, GIGA / BITS_PER_BYTE)
 
 
 def to_gbit_per_s(Bps):
     """Bytes per second to gigabits per second."""
-    return number("Bps", Bps, nonnegative=True) * BITS_PER_BYTE / GIGA
+    return scaled("Bps", Bps, BITS_PER_BYTE / GIGA)
 
 
 def line_rate_Bps(gbit_per_s_signalled, efficiency=1.0):
@@ -121,19 +121,18 @@ def line_rate_Bps(gbit_per_s_signalled, efficiency=1.0):
     ``line_rate_Bps(32 * 16, ENCODING_128B130B)`` is 63.0e9 for an x16 link, per direction.
     Protocol headers (PCIe TLPs, NCCL framing) cost more on top and are not included.
     """
-    rate = number("gbit_per_s_signalled", gbit_per_s_signalled, nonnegative=True)
     eff = number("efficiency", efficiency, positive=True, maximum=1.0)
-    return rate * GIGA / BITS_PER_BYTE * eff
+    return scaled("gbit_per_s_signalled", gbit_per_s_signalled, GIGA / BITS_PER_BYTE * eff)
 
 
 def gb_per_s(x):
     """Decimal GB/s to bytes per second."""
-    return number("x", x, nonnegative=True) * GB
+    return scaled("x", x, GB)
 
 
 def tb_per_s(x):
     """Decimal TB/s to bytes per second: ``tb_per_s(3.35)`` is an H100's HBM3."""
-    return number("x", x, nonnegative=True) * TB
+    return scaled("x", x, TB)
 
 
 def per_direction(bidirectional_Bps):
@@ -146,17 +145,17 @@ def per_direction(bidirectional_Bps):
 
 def bidirectional(per_direction_Bps):
     """Bidirectional total from a per-direction bandwidth (the way NVLink is marketed)."""
-    return number("per_direction_Bps", per_direction_Bps, nonnegative=True) * 2
+    return scaled("per_direction_Bps", per_direction_Bps, 2)
 
 
 def tflops(x):
     """TFLOP/s to FLOP/s: ``tflops(989.4) == 989.4e12``."""
-    return number("x", x, nonnegative=True) * TERA
+    return scaled("x", x, TERA)
 
 
 def pflops(x):
     """PFLOP/s to FLOP/s: ``pflops(2.25) == 2.25e15``."""
-    return number("x", x, nonnegative=True) * PETA
+    return scaled("x", x, PETA)
 
 
 def to_tflops(flops):

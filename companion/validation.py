@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from companion import checks, hardware
+from companion import checks, hardware, schema
 from companion.calibration import DEFAULT, Calibration
 from companion.estimator import price
 from companion.machine import Stack, stack
@@ -57,6 +57,7 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
         raise TypeError(f"held_out must be True or False; got {held_out!r}")
     if moe is not None and not isinstance(moe, bool):
         raise TypeError(f"moe must be True, False or None; got {moe!r}")
+    schema.check(PUBLISHED_RUNS)
     runs = pd.read_csv(PUBLISHED_RUNS)
     keep = runs["held_out"].astype(bool) == held_out
     if moe is not None:
@@ -350,6 +351,7 @@ def band_table() -> pd.DataFrame:
 def _pinned_bands() -> dict:
     if not BANDS_CSV.exists():
         return {}
+    schema.check(BANDS_CSV)
     df = pd.read_csv(BANDS_CSV)
     if "family" not in df.columns:  # a table pinned before MoE families: recompute
         return {}

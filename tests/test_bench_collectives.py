@@ -25,10 +25,37 @@ def test_bad_arguments_fail_before_launching():
         collectives.launch(op="allreduce")
     with pytest.raises(ValueError, match="nproc"):
         collectives.launch(nproc=0)
-    with pytest.raises(ValueError, match="not understood"):
-        collectives.main(["--sizes", "4K,-1"])
+    for argv in (["--sizes", "4K,-1"], ["--op", "all_gatherr"], ["--iters", "0"],
+                 ["--min-iters", "50", "--iters", "10"], ["--min-time", "nan"],
+                 ["--procs", "0"], ["--op", "send_recv", "--procs", "1"]):
+        with pytest.raises(SystemExit) as exit_:  # in the parent: no worker is started
+            collectives.main(argv)
+        assert exit_.value.code == 2, argv
     with pytest.raises(SystemExit):
-        collectives.main(["--op", "all_gatherr"])
+        collectives.launch(extra_args=["--iters", "-3"])
+
+
+def test_a_worker_failure_is_reported_once_by_the_parent(monkeypatch, capsys):
+    import subprocess
+    stderr = ("Traceback (most recent call last):\n  ...\n"
+              + "".join(f"{collectives.ERROR_MARKER}rank {r}: ValueError: boom\n" for r in (0, 1))
+              + "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ...\n")
+    monkeypatch.setattr(collectives, "_under_torchrun", lambda: False)
+    monkeypatch.setattr(collectives.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a[0], 1, None, stderr))
+    assert collectives.main(["--quick"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "rank 0: ValueError: boom (and 1 more ranks the same)" in err
+
+
+def test_a_real_worker_failure_names_its_reason():
+    # nccl without a GPU fails in every worker; the parent's check is bypassed through launch()
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("nccl runs here")
+    with pytest.raises(RuntimeError, match="nccl needs CUDA GPUs.*1 more ranks the same"):
+        collectives.launch(nproc=2, sizes=[4096], backend="nccl", timeout_s=120)
 
 
 def test_under_torchrun_detection(monkeypatch):

@@ -11,21 +11,34 @@ import numpy as np
 import pytest
 
 from companion import claims, hardware
-from companion.exercises import check, exercises, get
+from companion.exercises import exercises, get
 from companion.explore import core
 from companion.explore import parallelism as px
 from companion.model import Layout
 from companion.parallel import estimate
 
 
-def test_every_exercise_checks_its_own_answer_and_rejects_a_wrong_one():
-    exs = exercises("parallelism")
-    assert len(exs) >= 5
-    for ex in exs:
-        answer = ex.answer()
-        assert math.isfinite(answer) and answer > 0, ex.id
-        assert check(ex.id, answer), ex.id
-        assert not check(ex.id, 2 * answer), ex.id
+# Values worked from the sources of test_exercise_answers_match_their_sources; the two answers
+# the model computes are held to the ranges their documents allow.
+SOURCED = {
+    "par-microbatches": 2048 // 8,  # seed 003: global batch 2048, DP 8, microbatch 1
+    "par-bubble-table5": 7 / 192,  # Narayanan et al. 2021 Section 2.2.2: (p - 1)/(m v)
+    "par-mfu-1t": 0.563,  # Megatron-LM README / Korthikanti et al. 2022 Table 5
+    "par-ep128-racks": 512 / 72,  # GB200 NVL72 page: 72 GPUs per rack; TP 4 x EP 128
+    # the fastest layout keeps TP inside a DGX H100's 8-GPU NVLink domain (HGX H100: 8 GPUs)
+    "par-search-best-tp": (1, 8),
+    # TP 16 leaves a DGX B200's 8-GPU NVLink domain: slower, and at most by the ratio of
+    # NVLink 5 (900 GB/s per direction) to the 400 Gb/s NIC (50 GB/s) were the step all TP
+    "par-tp16-domain": (1.0, 900 / 50),
+    # faster on B200, but by less than B200's dense FP4 peak (9 PF, HGX B200 page) over
+    # H100's dense FP8 (1,979 TF, half the datasheet's 3,958 with sparsity)
+    "par-seed-175b-speedup": (1.0, 9e15 / 1.979e15),
+}
+
+
+def test_every_exercise_matches_its_sources(against_sources):
+    assert all(math.isfinite(e.answer()) for e in exercises("parallelism"))
+    against_sources("parallelism", SOURCED)
 
 
 def test_exercise_answers_match_their_sources():

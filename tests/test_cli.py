@@ -1,6 +1,8 @@
 """The command line: help, env and a clear error for an unknown benchmark."""
 import json
 
+import pytest
+
 from companion.__main__ import main
 
 
@@ -47,3 +49,97 @@ def test_check_recomputes_claims_and_checks_exercises(capsys):
     assert "too high" in capsys.readouterr().out
     assert main(["check", "no-such-claim"]) == 2
     assert "unknown claim_id" in capsys.readouterr().err
+
+
+# Bad input on every subcommand: exit status 2, a one-line message naming the flag, no
+# traceback, nothing run (issue 15 found tracebacks for the first and the collectives ones).
+BAD = [
+    (["bench", "bandwidth", "--sizes", "abc"], "--sizes"),
+    (["bench", "bandwidth", "--sizes", "1e400"], "--sizes"),
+    (["bench", "bandwidth", "--sizes", ","], "--sizes"),
+    (["bench", "bandwidth", "--sizes", "0"], "sizes must be >= 4"),
+    (["bench", "bandwidth", "--out", "/proc/no-such-dir"], "--out"),
+    (["bench", "gemm", "--iters", "0"], "--iters"),
+    (["bench", "gemm", "--warmup", "-1"], "--warmup"),
+    (["bench", "gemm", "--iters", "10000000000"], "iters must be <= 100000"),
+    (["bench", "gemm", "--dtypes", "fp7"], "Did you mean"),
+    (["bench", "gemm", "--shapes", "0x1x1"], "--shapes"),
+    (["bench", "power", "--seconds", "nan"], "seconds must be finite"),
+    (["bench", "power", "--seconds", "-1"], "--seconds"),
+    (["bench", "power", "--seconds", "2", "--settle", "3"], "--settle"),
+    (["bench", "power", "--shape", "8x8"], "--shape"),
+    (["bench", "collectives", "--iters", "0"], "--iters"),
+    (["bench", "collectives", "--min-time", "inf"], "--min-time"),
+    (["bench", "collectives", "--procs", "100000"], "procs must be <= 1024"),
+    (["bench", "collectives", "--sizes", "4X"], "not understood"),
+    (["env", "--device", "tpu"], "--device"),
+    (["check", "--exercise", "par-bubble-table5", "nan"], "finite"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert message in err
+
+
+def test_the_command_exits_2_from_any_directory(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-m", "companion", "bench", "collectives", "--iters",
+                          "0"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == [
+        "companion bench collectives: error: argument --iters: iters must be >= 1; got 0 "
+        "(--help for usage)"]
+
+
+def test_bench_power_without_a_gpu_says_so(capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    assert main(["bench", "power", "--seconds", "1", "--settle", "0"]) == 2
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_random_flag_values_never_print_a_traceback(capsys):
+    """Whatever text a flag gets, the command exits 2 with one line: a bad value is named by
+    argparse; a good one reaches the run, which refuses cuda (or nccl) on a machine without a
+    GPU, so nothing is benchmarked."""
+    import torch
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: good values would start a benchmark")
+    text = st.one_of(st.text(max_size=12), st.integers(-10 ** 30, 10 ** 30).map(str),
+                     st.floats(allow_nan=True).map(str))
+    commands = st.sampled_from([
+        ["bench", "gemm", "--device", "cuda", "--iters"],
+        ["bench", "gemm", "--device", "cuda", "--warmup"],
+        ["bench", "gemm", "--device", "cuda", "--shapes"],
+        ["bench", "gemm", "--device", "cuda", "--dtypes"],
+        ["bench", "bandwidth", "--device", "cuda", "--sizes"],
+        ["bench", "power", "--seconds"], ["bench", "power", "--settle"],
+        ["bench", "power", "--dtypes"],
+        ["bench", "collectives", "--backend", "nccl", "--min-time"],
+        ["bench", "collectives", "--backend", "nccl", "--procs"],
+        ["bench", "collectives", "--backend", "nccl", "--sizes"],
+        ["check", "--exercise", "par-bubble-table5"]])
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None)
+    @given(argv=commands, value=text)
+    def run(argv, value):
+        capsys.readouterr()
+        code = main(argv + [value])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        if argv[0] == "check" and code in (0, 1):
+            return  # a number: checked as an answer, right or wrong
+        assert code == 2 and len(err.strip().splitlines()) == 1, (argv, value, err)
+
+    run()

@@ -4,11 +4,13 @@ with a failing cell fails nbval. (A chart that does not draw fails tests/site/te
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import nbformat
 import pytest
 
-sys.path.insert(0, "tools")
+# tools/ found from this file, not the working directory: pytest may run from anywhere
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import sphinx_offline  # noqa: E402
 
 

@@ -94,7 +94,8 @@ def test_plan_from_gpu_count():
     (lambda: rel.plan(60, 600), ValueError, "mtbf_s"),
     (lambda: rel.simulate_wall_s(5000, 3600, 60, 600, 3600), ValueError, "whole number"),
     (lambda: rel.checkpoint_bytes(1e9, precision="fp7"), ValueError, "precision"),
-    (lambda: rel.checkpoint_bytes("gpt3"), TypeError, "model"),
+    (lambda: rel.checkpoint_bytes("gpt3"), ValueError, "Did you mean .gpt3-175b."),  # a preset name
+    (lambda: rel.checkpoint_bytes([1e9]), TypeError, "model"),
     (lambda: rel.input_Bps(1e15, 1e9, bytes_per_token=0), ValueError, "bytes_per_token"),
 ])
 def test_bad_input_is_named(call, exc, match):

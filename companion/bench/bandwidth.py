@@ -12,7 +12,6 @@ Run it with ``python -m companion bench bandwidth [--device cpu|cuda] [--quick] 
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 
 from companion import checks
-from companion.bench import record
+from companion.bench import cli, record
 
 KERNELS = ("copy", "scale", "triad", "read")
 ARRAYS_TOUCHED = {"copy": 2, "scale": 2, "triad": 3, "read": 1}
@@ -49,6 +48,16 @@ def cpu_caches() -> dict[str, int]:
         except (OSError, ValueError):
             continue
     return out
+
+
+def _max_array_bytes(device: str) -> int | None:
+    """Largest array this machine can hold three of (a quarter of RAM on a CPU)."""
+    if device != "cpu":
+        return None  # torch raises its own clear out-of-memory error on a GPU
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _llc_bytes(device: str) -> int:
@@ -154,6 +163,7 @@ def run(device: str = "cpu", sizes: list[int] | None = None, kernels=KERNELS,
     """
     checks.choice("device", device, ("cpu", "cuda"))
     checks.choice("dtype", dtype, DTYPES)
+    checks.boolean("quick", quick)
     for k in kernels:
         checks.choice("kernel", k, KERNELS)
     reps = checks.number("reps", reps if reps is not None else (3 if quick else 5),
@@ -175,9 +185,11 @@ def run(device: str = "cpu", sizes: list[int] | None = None, kernels=KERNELS,
     sizes = default_sizes(device, quick) if sizes is None else list(sizes)
     caches = cpu_caches() if device == "cpu" else {"L2": _llc_bytes("cuda")}
     memory = "HBM" if device == "cuda" else "DRAM"
+    for size in sizes:
+        checks.number("size (bytes per array)", size, integer=True, minimum=itemsize,
+                      maximum=_max_array_bytes(device))
     results = []
     for size in sizes:
-        checks.number("size (bytes per array)", size, integer=True, minimum=itemsize)
         n = size // itemsize
         fns = (_torch_kernels(n, dtype, device) if backend == "torch"
                else _numpy_kernels(n, dtype))
@@ -216,15 +228,17 @@ def _table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m companion bench bandwidth",
+    p = cli.Parser(prog="python -m companion bench bandwidth",
                                 description="STREAM-style memory bandwidth: " + CONVENTION)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda when a GPU is visible, else cpu")
     p.add_argument("--quick", action="store_true", help="four sizes, short repetitions")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--sizes", help="comma-separated bytes per array, e.g. 64K,8M,1G")
+    p.add_argument("--sizes", type=cli.sizes("sizes", minimum=4),
+                   help="comma-separated bytes per array, e.g. 64K,8M,1G")
     p.add_argument("--save", action="store_true", help="write a record to data/measurements/")
-    p.add_argument("--out", help="directory for the record (default data/measurements/)")
+    p.add_argument("--out", type=cli.directory,
+                   help="directory for the record (default data/measurements/)")
     args = p.parse_args(argv)
     device = args.device
     if device == "auto":
@@ -233,10 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         except ImportError:
             device = "cpu"
-    sizes = [_parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
     try:
-        results = run(device, sizes, dtype=args.dtype, quick=args.quick)
-    except ValueError as exc:
+        results = run(device, args.sizes, dtype=args.dtype, quick=args.quick)
+    except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"# {CONVENTION}")

@@ -15,10 +15,8 @@ of the collective.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -26,23 +24,18 @@ import time
 from pathlib import Path
 
 from companion import checks
+from companion.bench import cli
+from companion.bench.cli import parse_size
 from companion.comm import bus_factor, fit_alpha_beta
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
 JSON_MARKER = "COLLECTIVES_JSON "
+# A worker that fails prints one line with this marker; the parent reports the reason once.
+ERROR_MARKER = "COLLECTIVES_ERROR "
+MAX_PROCS = 1024  # processes one command starts on this machine
 QUICK_SIZES = (4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
 DEFAULT_SIZES = (4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
 _ROOT = Path(__file__).resolve().parents[2]
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GIB": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    """``"4K"``, ``"64KiB"``, ``"1M"``, ``"4096"`` -> bytes (binary prefixes)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ValueError(f"size {text!r} not understood; use e.g. 4096, 4K, 64KiB, 1M, 1G")
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
 def _check_sizes(sizes) -> list[int]:
@@ -55,17 +48,20 @@ def _check_sizes(sizes) -> list[int]:
     return out
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="companion bench collectives",
+def _parser() -> cli.Parser:
+    p = cli.Parser(prog="companion bench collectives",
                                 description="Time a collective under torchrun; fit alpha-beta.")
     p.add_argument("--op", default="all_reduce", choices=OPS)
-    p.add_argument("--sizes", default=None,
+    p.add_argument("--sizes", default=None, type=cli.sizes("sizes", maximum=1 << 34),
                    help="comma-separated sizes in bytes, K/M/G suffixes allowed")
     p.add_argument("--quick", action="store_true", help="small sizes and short timing (CI)")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--iters", type=int, default=200, help="maximum timed calls per size")
-    p.add_argument("--min-iters", type=int, default=20, help="minimum timed calls per size")
-    p.add_argument("--min-time", type=float, default=None,
+    p.add_argument("--warmup", type=cli.integer("warmup", 0, 10_000), default=3)
+    p.add_argument("--iters", type=cli.integer("iters", 1, 1_000_000), default=200,
+                   help="maximum timed calls per size")
+    p.add_argument("--min-iters", type=cli.integer("min-iters", 1, 1_000_000), default=20,
+                   help="minimum timed calls per size (at most --iters)")
+    p.add_argument("--min-time", type=cli.finite_seconds("min-time", maximum=3600.0),
+                   default=None,
                    help="target seconds of timed calls per size (default 0.3, quick 0.05)")
     p.add_argument("--fit-on", default="p10", choices=("p10", "median", "mean"),
                    help="per-call statistic the alpha-beta line is fitted to (default p10)")
@@ -74,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--record-dir", default=None, help="directory for --save (tests)")
     # Not "--nproc": torchrun's parser scans the script's arguments too and rejects an
     # abbreviation of its own --nproc-per-node.
-    p.add_argument("--procs", type=int, default=2,
+    p.add_argument("--procs", type=cli.integer("procs", 1, MAX_PROCS), default=2,
                    help="processes when this command starts torchrun itself")
     return p
 
@@ -116,11 +112,25 @@ def _call(dist, op, x, y, rank, world):
 
 
 def _worker(args) -> int:
+    """Run the benchmark on this rank; a failure becomes one marked line on stderr (the
+    parent reports it once) and exit status 1, not a traceback from every rank."""
+    try:
+        return _benchmark(args)
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, by the parent, once
+        rank = os.environ.get("RANK", "?")
+        print(f"{ERROR_MARKER}rank {rank}: {type(exc).__name__}: {exc}".replace("\n", " "),
+              file=sys.stderr, flush=True)
+        return 1
+
+
+def _benchmark(args) -> int:
     import torch
     import torch.distributed as dist
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise ValueError("backend nccl needs CUDA GPUs, and torch sees none; use gloo")
     local = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local) if backend == "nccl" else torch.device("cpu")
     if backend == "nccl":
@@ -128,9 +138,9 @@ def _worker(args) -> int:
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.op == "send_recv" and world < 2:
-        raise SystemExit("send_recv needs at least 2 processes")
-    sizes = _check_sizes(args.sizes.split(",")) if args.sizes else \
-        list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
+        raise ValueError("send_recv needs at least 2 processes (--procs 2 or more)")
+    sizes = list(args.sizes) if args.sizes else list(QUICK_SIZES if args.quick
+                                                     else DEFAULT_SIZES)
     min_time = args.min_time if args.min_time is not None else (0.05 if args.quick else 0.3)
     cuda = backend == "nccl"
 
@@ -230,6 +240,8 @@ def launch(nproc: int = 2, sizes=None, op: str = "all_reduce", quick: bool = Tru
     nproc = checks.number("nproc", nproc, integer=True, minimum=1)
     op = checks.choice("op", op, OPS)
     checks.choice("backend", backend, ("auto", "gloo", "nccl"))
+    checks.boolean("quick", quick)
+    checks.boolean("save", save)
     argv = ["--op", op, "--backend", backend]
     if sizes is not None:
         argv += ["--sizes", ",".join(str(s) for s in _check_sizes(sizes))]
@@ -240,25 +252,52 @@ def launch(nproc: int = 2, sizes=None, op: str = "all_reduce", quick: bool = Tru
     if record_dir is not None:
         argv += ["--record-dir", str(record_dir)]
     argv += list(extra_args or [])
+    _parser().parse_args(argv)  # bad extra_args fail here, before any process starts
     proc = subprocess.run(_torchrun_command(nproc, argv), capture_output=True, text=True,
                           env=_env(), cwd=_ROOT, timeout=timeout_s)
     for line in proc.stdout.splitlines():
         if line.startswith(JSON_MARKER):
             return json.loads(line[len(JSON_MARKER):])
-    raise RuntimeError(f"torchrun exited with {proc.returncode} and no result; stderr tail:\n"
-                       f"{proc.stderr[-3000:]}")
+    raise RuntimeError(f"the collectives benchmark failed (torchrun exit status "
+                       f"{proc.returncode}): {worker_failure(proc.stderr)}")
+
+
+def worker_failure(stderr: str) -> str:
+    """The reason a torchrun run failed, once: the first worker's marked error line (every
+    rank usually fails the same way), else the tail of torchrun's own output."""
+    reasons = [line.split(ERROR_MARKER, 1)[1] for line in stderr.splitlines()
+               if ERROR_MARKER in line]
+    if reasons:
+        same = sum(r.split(":", 1)[-1] == reasons[0].split(":", 1)[-1] for r in reasons)
+        more = f" (and {same - 1} more ranks the same)" if same > 1 else ""
+        return reasons[0] + more
+    tail = [line for line in stderr.strip().splitlines() if line.strip()][-5:]
+    return "no worker reported a reason; torchrun said:\n" + "\n".join(tail)
 
 
 def main(argv=None) -> int:
     """Entry point: benchmark when under torchrun, otherwise start torchrun with ``--procs``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
-    if args.sizes:
-        _check_sizes(args.sizes.split(","))  # fail here, not in every worker
+    p = _parser()
+    args = p.parse_args(argv)  # a bad flag exits 2 here, in the parent, before any worker
+    if args.min_iters > args.iters:
+        p.error(f"argument --min-iters: {args.min_iters} must not exceed --iters {args.iters}")
+    if args.op == "send_recv" and args.procs < 2 and not _under_torchrun():
+        p.error("argument --procs: send_recv needs at least 2 processes")
     if _under_torchrun():
         return _worker(args)
-    nproc = checks.number("procs", args.procs, integer=True, minimum=1)
-    return subprocess.run(_torchrun_command(nproc, argv), env=_env(), cwd=_ROOT).returncode
+    if args.backend == "nccl":
+        import torch
+        if not torch.cuda.is_available():
+            p.error("argument --backend: nccl needs CUDA GPUs, and torch sees none; use gloo")
+    # The workers' stdout (rank 0's table) streams through; their stderr is read so that a
+    # failure is reported once, with its reason, rather than as a traceback per rank.
+    proc = subprocess.run(_torchrun_command(args.procs, argv), env=_env(), cwd=_ROOT,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        print(f"error: the collectives benchmark failed: {worker_failure(proc.stderr)}",
+              file=sys.stderr)
+    return proc.returncode
 
 
 if __name__ == "__main__":

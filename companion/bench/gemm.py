@@ -16,20 +16,20 @@ Run it with ``python -m companion bench gemm [--device cpu|cuda] [--quick] [--sa
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from companion import checks
-from companion.bench import record
+from companion.bench import cli, record
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp4")
 CPU_DTYPES = ("fp32", "bf16")
 DEFAULT_DTYPES = {"cpu": CPU_DTYPES, "cuda": ("bf16", "fp16", "tf32", "fp8_e4m3", "fp4")}
 DEFAULT_SHAPES = {"cpu": [(1024, 1024, 1024), (2048, 2048, 2048)],
                   "cuda": [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 1024)]}
+#: Most warm-up or timed calls per case a command accepts (a long run, not a hang).
+MAX_CALLS = 100_000
 QUICK_SHAPES = {"cpu": [(256, 256, 256), (512, 512, 512)], "cuda": [(4096, 4096, 4096)]}
 
 
@@ -131,6 +131,7 @@ def run(dtypes=None, shapes=None, device: str = "cpu", warmup: int | None = None
     """
     import torch
     checks.choice("device", device, ("cpu", "cuda"))
+    checks.boolean("quick", quick)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' needs a visible CUDA GPU; use device='cpu'")
     dtypes = list(dtypes) if dtypes is not None else list(DEFAULT_DTYPES[device])
@@ -193,27 +194,30 @@ def _table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m companion bench gemm",
+    p = cli.Parser(prog="python -m companion bench gemm",
                                 description="Matmul throughput by dtype and shape "
                                             "(mamf-finder method: L2 flush, per-call timing).")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda when a GPU is visible, else cpu")
     p.add_argument("--quick", action="store_true", help="small shapes, few iterations")
-    p.add_argument("--dtypes", help=f"comma-separated, from {', '.join(DTYPES)}")
-    p.add_argument("--shapes", help="comma-separated MxNxK, e.g. 4096x4096x4096")
-    p.add_argument("--warmup", type=int, help="untimed calls per case")
-    p.add_argument("--iters", type=int, help="timed calls per case")
+    p.add_argument("--dtypes", type=cli.names("dtypes", DTYPES),
+                   help=f"comma-separated, from {', '.join(DTYPES)}")
+    p.add_argument("--shapes", type=cli._typed(parse_shapes, "shapes"),
+                   help="comma-separated MxNxK, e.g. 4096x4096x4096")
+    p.add_argument("--warmup", type=cli.integer("warmup", 0, MAX_CALLS),
+                   help="untimed calls per case")
+    p.add_argument("--iters", type=cli.integer("iters", 1, MAX_CALLS),
+                   help="timed calls per case")
     p.add_argument("--save", action="store_true", help="write a record to data/measurements/")
-    p.add_argument("--out", help="directory for the record (default data/measurements/)")
+    p.add_argument("--out", type=cli.directory,
+                   help="directory for the record (default data/measurements/)")
     args = p.parse_args(argv)
     import torch
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
-        shapes = parse_shapes(args.shapes) if args.shapes else None
-        results = run(dtypes, shapes, device, args.warmup, args.iters, args.quick)
+        results = run(args.dtypes, args.shapes, device, args.warmup, args.iters, args.quick)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                          "iters": results[0]["iters"] if results else None,
                          "dtypes": sorted({r["dtype"] for r in results}),
                          "shapes": sorted({(r["m"], r["n"], r["k"]) for r in results})}})
-        path = record.write_record("gemm", results, meta, Path(args.out) if args.out else None)
+        path = record.write_record("gemm", results, meta, args.out)
         print(f"saved {path}")
     return 0
 

@@ -11,18 +11,16 @@ Run it with ``python -m companion bench power [--dtypes bf16,fp8_e4m3] [--second
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from companion import checks
-from companion.bench import record
-from companion.bench.gemm import DTYPES, _operands, _unsupported
+from companion.bench import cli, record
+from companion.bench.gemm import DTYPES, _operands, _unsupported, parse_shapes
 
 DEFAULT_DTYPES = ("bf16", "fp8_e4m3")
 DEFAULT_SHAPE = (8192, 8192, 8192)
@@ -126,23 +124,35 @@ def run(dtypes=DEFAULT_DTYPES, shape=DEFAULT_SHAPE, seconds: float = 10.0,
     return results
 
 
+def _one_shape(text: str) -> tuple[int, int, int]:
+    shapes = parse_shapes(text)
+    if len(shapes) != 1:
+        raise ValueError(f"shape must be one MxNxK; got {len(shapes)}")
+    return shapes[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m companion bench power",
+    p = cli.Parser(prog="python -m companion bench power",
                                 description="GPU board power during a GEMM loop, per dtype.")
-    p.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES),
-                   help=f"comma-separated, from {', '.join(DTYPES)}")
-    p.add_argument("--shape", default="x".join(map(str, DEFAULT_SHAPE)), help="MxNxK")
-    p.add_argument("--seconds", type=float, default=10.0, help="length of each GEMM loop")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds of samples to drop")
+    p.add_argument("--dtypes", type=cli.names("dtypes", DTYPES),
+                   default=list(DEFAULT_DTYPES), help=f"comma-separated, from {', '.join(DTYPES)}")
+    p.add_argument("--shape", type=cli._typed(_one_shape, "shape"), default=DEFAULT_SHAPE,
+                   help="MxNxK")
+    p.add_argument("--seconds", type=cli.finite_seconds("seconds", maximum=3600.0),
+                   default=10.0, help="length of each GEMM loop (at most an hour)")
+    p.add_argument("--settle", type=cli.real("settle", nonnegative=True), default=2.0,
+                   help="seconds of samples to drop")
     p.add_argument("--save", action="store_true", help="write a record to data/measurements/")
-    p.add_argument("--out", help="directory for the record (default data/measurements/)")
+    p.add_argument("--out", type=cli.directory,
+                   help="directory for the record (default data/measurements/)")
     args = p.parse_args(argv)
+    if args.settle >= args.seconds:
+        p.error(f"argument --settle: settle={args.settle} must be shorter than "
+                f"seconds={args.seconds}")
+    shape = args.shape
     try:
-        from companion.bench.gemm import parse_shapes
-        shape = parse_shapes(args.shape)[0]
-        results = run([d.strip() for d in args.dtypes.split(",")], shape, args.seconds,
-                      settle_s=args.settle)
+        results = run(args.dtypes, shape, args.seconds, settle_s=args.settle)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -157,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         meta.update({"bench": "power", "method": "GEMM loop, nvidia-smi power.draw sampled "
                      "on a thread, first settle_s dropped", "settings": {
                          "seconds": args.seconds, "settle_s": args.settle, "shape": shape}})
-        path = record.write_record("power", results, meta, Path(args.out) if args.out else None)
+        path = record.write_record("power", results, meta, args.out)
         print(f"saved {path}")
     return 0
 

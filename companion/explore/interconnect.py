@@ -472,7 +472,8 @@ def hdr_leaf_story(gpus: int = 2000, system: str = "DGX B200", seq_len: int = 40
     ``8 x ceil(nodes / 32)`` leaves (:func:`companion.fabric.job_leaves`).
     """
     from ..model import Transformer
-    n = checks.number("gpus", gpus, integer=True, minimum=1)
+    n = checks.gpu_count("gpus", gpus)
+    microbatches = checks.number("microbatches", microbatches, integer=True, minimum=1)
     healthy = system_fabric(system)
     mixed = system_fabric(system, slow_leaf_fraction=slow_leaf_fraction, slow_link=slow_link)
     checks.divides("gpus per domain", healthy.gpus_per_domain, "gpus", n)
@@ -521,6 +522,7 @@ def bucket_curves(gpus: int = 2048, link: str = "NDR", backward_ms: float = 800.
     """
     f = bucket_fabric(link, system)
     n = checks.number("gpus", gpus, integer=True, minimum=1)
+    backward_ms = checks.number("backward_ms", backward_ms, nonnegative=True)
     checks.divides("gpus per node", f.gpus_per_domain, "gpus", n)
     d = n // f.gpus_per_domain
     frames = []

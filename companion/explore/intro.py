@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import calibration, roofline
+from .. import calibration, checks, roofline
 
 GPUS = ("H100 SXM", "H200 SXM", "B200")
 SIZES = tuple(int(s) for s in np.arange(256, 8192 + 1, 256))
@@ -34,6 +34,7 @@ def gemm_fraction_of_peak(gpu: str = "H100 SXM", overhead_us: float = 0.0,
     loop runs lower still; that is not modelled here.
     """
     s = np.asarray(sizes, dtype=np.float64)
+    overhead_us = checks.number("overhead_us", overhead_us, nonnegative=True)
     overhead_s = overhead_us * 1e-6
     r = roofline.gemm_time_arrays(s, s, s, gpu, overhead_s=overhead_s)
     peak = roofline.resolve_gpu(gpu).peak_flops("bf16")

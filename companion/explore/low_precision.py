@@ -56,6 +56,11 @@ def error_by_magnitude(fmts=("e4m3", "e5m2"), lo_log2: int = -20, hi_log2: int =
                        per_binade: int = 64) -> pd.DataFrame:
     """Median relative error of rounding values of each magnitude (one row per binade and
     format), unscaled and saturating: where each format loses precision or range."""
+    # float64 holds 2**e for |e| < 1024; a few thousand binades at most
+    lo_log2 = checks.number("lo_log2", lo_log2, integer=True, minimum=-1000, maximum=1000)
+    hi_log2 = checks.number("hi_log2", hi_log2, integer=True, minimum=lo_log2 + 1, maximum=1000)
+    per_binade = checks.number("per_binade", per_binade, integer=True, minimum=1,
+                               maximum=100_000)
     rng = np.random.default_rng(0)
     rows = []
     for e in range(lo_log2, hi_log2):
@@ -105,6 +110,9 @@ def outlier_activation(distribution: str = "normal", outlier_log10: float = 0.0,
     """The explorer's test activation: ROWS x COLS values of ``distribution`` (unit variance)
     with channel OUTLIER_CHANNEL multiplied by ``10**outlier_log10`` (float32)."""
     checks.choice("distribution", distribution, DISTRIBUTIONS)
+    # 10**30 keeps the outlier channel finite in float32 (max 3.4e38) next to unit values
+    outlier_log10 = checks.number("outlier_log10", outlier_log10, minimum=-30, maximum=30)
+    seed = checks.number("seed", seed, integer=True, nonnegative=True)
     rng = np.random.default_rng(seed)
     shape = (ROWS, COLS)
     if distribution == "normal":
@@ -195,7 +203,8 @@ def amdahl(log2_hidden: int = 13, relative_efficiency: float = 1.0,
     """Step speedup over BF16 against the GEMM share of the BF16 step, per GPU and scheme,
     from :func:`companion.speedup.step_speedup` (MLP up-projection as the GEMM shape)."""
     checks.choice("fused", fused, ("no", "yes"))
-    hidden = 2 ** int(log2_hidden)
+    # 2**30 is far past any model's hidden size; larger exponents only build huge integers
+    hidden = 2 ** checks.number("log2_hidden", log2_hidden, integer=True, minimum=0, maximum=30)
     rows = []
     for gpu, scheme in AMDAHL_CONFIGS:
         label = f"{gpu} {scheme}"

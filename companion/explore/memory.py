@@ -82,8 +82,8 @@ def roofline_curves(gpus=ROOFLINE_GPUS, precision: str = "bf16", lo: float = 1.0
     """Attainable TFLOP/s against arithmetic intensity, one line per GPU (log-spaced)."""
     checks.number("lo", lo, positive=True)
     checks.number("hi", hi, positive=True, minimum=lo)
-    x = np.logspace(np.log10(lo), np.log10(hi), checks.number("points", points, integer=True,
-                                                              minimum=2))
+    x = np.logspace(np.log10(lo), np.log10(hi), checks.number(
+        "points", points, integer=True, minimum=2, maximum=checks.MAX_GRID_POINTS))
     frames = [pd.DataFrame({"GPU": short_name(g), "intensity": x,
                             "TFLOP/s": roofline.attainable_flops(x, g, precision) / units.TERA})
               for g in gpus]
@@ -255,7 +255,10 @@ def measured_roof(memory_Bps: float, peak_flops: float, name: str = "this machin
     """A roofline drawn from measured roofs: min(peak, intensity x bandwidth), in TFLOP/s."""
     checks.number("memory_Bps", memory_Bps, positive=True)
     checks.number("peak_flops", peak_flops, positive=True)
-    x = np.logspace(np.log10(lo), np.log10(hi), points)
+    checks.number("lo", lo, positive=True)
+    checks.number("hi", hi, positive=True, minimum=lo)
+    x = np.logspace(np.log10(lo), np.log10(hi), checks.number(
+        "points", points, integer=True, minimum=2, maximum=checks.MAX_GRID_POINTS))
     return pd.DataFrame({"GPU": name, "intensity": x,
                          "TFLOP/s": np.minimum(peak_flops, x * memory_Bps) / units.TERA})
 
@@ -333,7 +336,9 @@ def ledger_layout(model: str, tp: int, microbatch: int, recompute: str, num_gpus
     """The layout the ledger explorer uses: ``num_gpus`` = tp x pp x dp, sequence parallel
     whenever tp > 1 (as Megatron runs TP), bf16 with Adam."""
     pp = LEDGER_MODELS.get(model, 1) if pp is None else pp
-    checks.number("num_gpus", num_gpus, integer=True, positive=True)
+    checks.gpu_count("num_gpus", num_gpus)
+    tp = checks.gpu_count("tp", tp)
+    pp = checks.gpu_count("pp", pp)
     checks.divides("tp * pp", tp * pp, "num_gpus", num_gpus)
     return Layout(tp=tp, pp=pp, dp=num_gpus // (tp * pp), microbatch=microbatch,
                   sequence_parallel=tp > 1, recompute=recompute, **sharding)
@@ -416,8 +421,9 @@ KV_BATCHES = (1, 8, 64, 512)
 def kv_growth(batch: int = 512, kv_dtype: str = "bf16", tp: int = 1, models=KV_MODELS,
               max_context: int = 131072, points: int = 16) -> pd.DataFrame:
     """KV cache per GPU (GiB) against context length, one line per model."""
-    ctx = np.linspace(max_context / points, max_context,
-                      checks.number("points", points, integer=True, minimum=2)).astype(int)
+    points = checks.number("points", points, integer=True, minimum=2, maximum=1000)
+    max_context = checks.number("max_context", max_context, integer=True, minimum=points)
+    ctx = np.linspace(max_context / points, max_context, points).astype(int)
     rows = [{"model": name, "context tokens": int(s),
              "KV GiB per GPU": round(memory.kv_cache_bytes(preset(name), int(s), batch, kv_dtype,
                                                            tp) / units.GiB, 3)}

@@ -41,10 +41,12 @@ def checkpoint_curves(num_gpus: int = 16384, gpu_mtbf_kh: float = 50, checkpoint
     for tau in taus:
         rows.append({"interval (min)": round(tau / 60, 4), "model": "Daly (exact)",
                      "goodput": round(reliability.goodput(tau, checkpoint_s, r, m), 5)})
-        g1 = reliability.goodput_first_order(tau, checkpoint_s, r, m)
-        if g1 >= 0:
-            rows.append({"interval (min)": round(tau / 60, 4), "model": "first order",
-                         "goodput": round(g1, 5)})
+        try:
+            g1 = reliability.goodput_first_order(tau, checkpoint_s, r, m)
+        except ValueError:  # negative: outside the estimate's validity
+            continue
+        rows.append({"interval (min)": round(tau / 60, 4), "model": "first order",
+                     "goodput": round(g1, 5)})
     return pd.DataFrame(rows)
 
 
@@ -67,6 +69,7 @@ def scale_table(checkpoint_s=(10, 60, 300), restart_s: float = 600, gpu_mtbf_kh:
                 sizes=CLUSTER_SIZES) -> pd.DataFrame:
     """Job MTBF, Daly's interval and the goodput it achieves, per cluster size and checkpoint
     stall (long form)."""
+    gpu_mtbf_kh = checks.number("gpu_mtbf_kh", gpu_mtbf_kh, positive=True)
     rows = []
     for n in sizes:
         for d in checkpoint_s:
@@ -91,6 +94,7 @@ def simulation_table(work_h: float = 240, interval_s: float = 3600, checkpoint_s
                      restart_s: float = 600, mtbf_h=(1, 3, 12), runs: int = 400,
                      seed: int = 0) -> pd.DataFrame:
     """Seeded Monte Carlo wall time against Daly's expectation, per job MTBF."""
+    work_h = checks.number("work_h", work_h, positive=True)
     rows = []
     for h in mtbf_h:
         m = h * reliability.HOUR_S

@@ -142,6 +142,8 @@ CAP_FRACTIONS = tuple(round(0.45 + 0.05 * i, 2) for i in range(12))  # 45% .. 10
 def cap_frame(gpu="H100", floor_pct=30, exponent=2, clock_bound_pct=80):
     """Throughput and energy per unit of work against the power cap (long form)."""
     g = _gpu(gpu)
+    floor_pct = checks.number("floor_pct", floor_pct, minimum=0, maximum=100)
+    clock_bound_pct = checks.number("clock_bound_pct", clock_bound_pct, minimum=0, maximum=100)
     rows = []
     for f in CAP_FRACTIONS:
         c = power.power_cap(f * g.tdp_w, g.tdp_w, floor_w=floor_pct / 100 * g.tdp_w,
