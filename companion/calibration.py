@@ -48,7 +48,7 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
 - ``kernel_gap_s`` 3.0 microseconds: idle time the GPU pays per kernel of an eager PyTorch
   step, the CUDA driver's ``cuLaunchKernel`` cost (3.0 us on GB200, steady state:
   meta-pytorch/tritonbench PR 1017) on the assumption that the host otherwise keeps ahead;
-  :data:`companion.steptime.KERNELS_PER_LAYER` counts the kernels. With CUDA graphs
+  ``companion.steptime.KERNELS_PER_LAYER`` counts the kernels. With CUDA graphs
   (``Stack.cuda_graphs``) the gap is ``graph_gap_s``, 1 us, an assumption: graphs remove the
   host's part ("eliding CPU overhead is the main benefit", PyTorch blog, *Accelerating
   PyTorch with CUDA Graphs*, 2021). Megatron-Bridge runs without graphs unless a recipe
@@ -326,7 +326,7 @@ def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[fl
 
 def te_profile_elements() -> dict:
     """Elements Transformer Engine quantizes in one layer of its GEMM profiling tutorial
-    (:data:`TE_PROFILE_SHAPES`): the forward GEMMs' inputs, the backward GEMMs' output
+    (``TE_PROFILE_SHAPES``): the forward GEMMs' inputs, the backward GEMMs' output
     gradients, and the weights (the benchmark quantizes them on every call)."""
     tokens = TE_PROFILE_SHAPES[0][0]
     return {"activations": tokens * sum(k for _, _, k, _ in TE_PROFILE_SHAPES),

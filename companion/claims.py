@@ -4,7 +4,7 @@ A check registered for a claim id (in ``companion.claims_checks``) recomputes wh
 claim is about (a registry figure, a roofline, an alpha-beta collective, an energy product)
 and compares it with what the seed says. Each comparison is a :class:`Finding` with a role:
 
-- ``figure``: a number or fact the seed states (agrees within :data:`TOLERANCE`, or not);
+- ``figure``: a number or fact the seed states (agrees within ``TOLERANCE``, or not);
 - ``framing``: whether the conclusion the seed draws survives a like-for-like comparison
   (same precision, same convention, the seed's own inputs);
 - ``context``: shown for the reader, never counted.

@@ -1,6 +1,6 @@
 """What the claim checks share: :class:`Finding`, the registry of checks, and the seeds' inputs.
 
-:mod:`companion.claims_checks` registers its checks here and :mod:`companion.claims` reads
+``companion.claims_checks`` registers its checks here and :mod:`companion.claims` reads
 them; claims_checks never imports claims, so the two form no import cycle.
 """
 from __future__ import annotations

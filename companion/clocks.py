@@ -1,7 +1,6 @@
 """Power cap -> SM clock -> the GEMM rate a training step sustains.
 
-The step-time model prices GEMMs at a *sustained* rate (:func:`companion.calibration.
-sustained_fraction`): the published back-to-back GEMM time of a whole layer at the part's own
+The step-time model prices GEMMs at a *sustained* rate (:func:`companion.calibration.sustained_fraction`): the published back-to-back GEMM time of a whole layer at the part's own
 power limit, against the burst (MAMF) rate of a short, cache-flushed matmul loop. This module
 joins that rate to the power chapter's cap model (:func:`companion.power.power_cap`): a cap
 below the board's maximum lowers the clock, and a clock-bound GEMM slows in proportion.

@@ -17,7 +17,7 @@ from companion.steptime import (RECOMPUTE_CODE, derived_arrays, memory_arrays, s
 
 
 def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False) -> dict:
-    """One :class:`Layout` as the length-1 arrays :func:`step_arrays` takes."""
+    """One :class:`~companion.model.Layout` as the length-1 arrays :func:`~companion.steptime.step_arrays` takes."""
     zero = 1 if layout.distributed_optimizer else layout.zero_stage
     vals = dict(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
                 vpp=layout.vpp, mb=layout.microbatch, m=layout.num_microbatches,
@@ -111,10 +111,10 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
              flop_convention: str = "bridge") -> Estimate:
     """Step time, breakdown, memory and MFU of ``layout`` training ``model`` on ``gpu``.
 
-    ``model`` is a :class:`Transformer` or a preset name; ``gpu`` a registry name or spec;
+    ``model`` is a :class:`~companion.model.Transformer` or a preset name; ``gpu`` a registry name or spec;
     ``num_gpus`` (default ``layout.num_gpus``) must equal tp x pp x dp x cp; ``system`` a
-    registry system name, a :class:`Cluster`, or None for the GPU's usual node (see
-    :func:`cluster`); ``software`` a :data:`~companion.machine.STACKS` name or :class:`Stack`;
+    registry system name, a :class:`~companion.machine.Cluster`, or None for the GPU's usual node (see
+    :func:`~companion.machine.cluster`); ``software`` a :data:`~companion.machine.STACKS` name or :class:`~companion.machine.Stack`;
     ``layout.global_batch`` must be set. A layout that does not fit in memory is still timed,
     with ``fits=False`` and the reason.
     """

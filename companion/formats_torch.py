@@ -163,7 +163,7 @@ RECIPES = {r.name: r for r in (
 
 
 def recipe(name: str) -> Recipe:
-    """The named recipe of :data:`RECIPES` (unknown names raise, suggesting close ones)."""
+    """The named recipe of ``RECIPES`` (unknown names raise, suggesting close ones)."""
     return RECIPES[checks.choice("recipe", name, tuple(RECIPES))]
 
 

@@ -230,7 +230,7 @@ def params_per_gpu(model: Transformer, layout: Layout) -> ParamSplit:
     """Parameters held by a first-stage GPU: its share of the layers plus the embeddings
     (and the output layer when untied and pp == 1), split by TP; routed experts split by
     EP x TP (Megatron's expert tensor parallel size defaults to TP). ``model`` is a
-    :class:`Transformer` or a preset name."""
+    :class:`~companion.model.Transformer` or a preset name."""
     model = checks.transformer("model", model)
     check_layout(model, layout)
     dense, expert = params_per_gpu_arrays(model, layout.tp, layout.pp, layout.ep)
@@ -296,7 +296,7 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     active per token, (top_k + shared_experts) x expert_ffn_hidden, plus the dispatched copies,
     router probabilities and one permutation buffer (:func:`training_memory_arrays`). A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
     (including an interleaved schedule whose microbatches are not whole rounds of pp).
-    ``model`` is a :class:`Transformer` or a preset name.
+    ``model`` is a :class:`~companion.model.Transformer` or a preset name.
     """
     model = checks.transformer("model", model)
     check_layout(model, layout)

@@ -213,7 +213,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     (step time / global batch), which is the step time when the batch is exact and tokens
     per second when ``exact_batch=False`` lets DP round it down. ``step_time_low_s`` and
     ``step_time_high_s`` carry the band of :func:`companion.validation.band` (its basis in
-    ``attrs["band_basis"]``); ``num_gpus`` is at most :data:`MAX_GPUS`.
+    ``attrs["band_basis"]``); ``num_gpus`` is at most ``MAX_GPUS``.
     """
     model = preset(model) if isinstance(model, str) else model
     if not isinstance(model, Transformer):

@@ -85,7 +85,7 @@ def _needs_uneven(row) -> bool:
 
 
 def run_layout(row) -> Layout:
-    """The :class:`Layout` of one row of :func:`published_runs`."""
+    """The :class:`~companion.model.Layout` of one row of :func:`published_runs`."""
     return Layout(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
                   ep=int(row["ep"]), vpp=int(row["vpp"]), microbatch=int(row["microbatch"]),
                   global_batch=int(row["global_batch"]),
@@ -375,7 +375,7 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
     10th-90th percentile with 10+ runs, min-max with 3-9). A family with fewer than 3 runs
     borrows its generation's runs of the same family, then of both; a generation with none
     gets every run's widest error doubled, and the basis says so. Read from the pinned
-    ``data/validation_bands.csv`` (:func:`band_table`), so the first call costs no
+    ``data/validation_bands.csv`` (:func:`~companion.validation.band_table`), so the first call costs no
     cross-validation."""
     if not isinstance(moe, bool):
         raise TypeError(f"moe must be True or False; got {moe!r}")
