@@ -154,18 +154,6 @@ def gpu_count(param: str, value) -> int:
     return integer_in(param, value, 1, MAX_GPUS)
 
 
-def transformer(param: str, model):
-    """A :class:`~companion.model.Transformer`, or a preset name resolved to one (close names
-    suggested for a typo)."""
-    from companion import model as _model  # lazy: model imports this module
-    if isinstance(model, str):
-        return _model.preset(model)
-    if not isinstance(model, _model.Transformer):
-        raise TypeError(f"{param} must be a Transformer or a preset name "
-                        f"({', '.join(_model.presets()[:4])}, ...); got {type(model).__name__}")
-    return model
-
-
 def divides(param_divisor: str, divisor: int, param_total: str, total: int) -> None:
     """Raise unless ``divisor`` divides ``total``, naming both parameters."""
     if total % divisor:

@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from companion import checks, moe
-from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, check_layout
+from companion.model import (PRECISIONS, RECOMPUTE, Layout, Transformer, as_transformer,
+                             check_layout)
 from companion.roofline import dtype_bytes, resolve_gpu
 
 # Bytes per parameter: (weights, gradients, optimizer state) before any sharding.
@@ -231,7 +232,7 @@ def params_per_gpu(model: Transformer, layout: Layout) -> ParamSplit:
     (and the output layer when untied and pp == 1), split by TP; routed experts split by
     EP x TP (Megatron's expert tensor parallel size defaults to TP). ``model`` is a
     :class:`~companion.model.Transformer` or a preset name."""
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     check_layout(model, layout)
     dense, expert = params_per_gpu_arrays(model, layout.tp, layout.pp, layout.ep)
     return ParamSplit(float(dense), float(expert))
@@ -298,7 +299,7 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     (including an interleaved schedule whose microbatches are not whole rounds of pp).
     ``model`` is a :class:`~companion.model.Transformer` or a preset name.
     """
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     check_layout(model, layout)
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checks.boolean("flash_attention", flash_attention)
@@ -416,7 +417,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
 # -- inference ------------------------------------------------------------------------------
 def kv_heads_per_gpu(model: Transformer, tp: int = 1) -> int:
     """KV heads one TP rank stores: kv_heads/tp, or one (replicated) when tp > kv_heads."""
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     tp = checks.number("tp", tp, integer=True, positive=True)
     g = model.kv_heads_used
     if tp <= g:
@@ -430,7 +431,7 @@ def kv_cache_bytes(model: Transformer, context_len: int, batch: int = 1, dtype: 
                    tp: int = 1) -> float:
     """KV cache per GPU: 2 (K and V) x batch x context x layers x kv_heads x head_dim x bytes.
     Linear in context length and batch; GQA/MQA divide it by heads/kv_heads."""
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     s = checks.number("context_len", context_len, integer=True, positive=True)
     b = checks.number("batch", batch, integer=True, positive=True)
     return (2.0 * b * s * model.layers * kv_heads_per_gpu(model, tp) * model.head_dim
@@ -459,7 +460,7 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
     counted. For MoE the step reads the experts the batch routes to, in expectation
     E (1 - (1 - k/E)^batch) per layer under uniform routing.
     """
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     g = resolve_gpu(gpu)
     b = checks.number("batch", batch, integer=True, positive=True)
     tp = checks.number("tp", tp, integer=True, positive=True)

@@ -315,7 +315,7 @@ def layout_text(layout: Layout, full: bool = False) -> str:
 def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None) -> None:
     """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters).
     ``model`` is a :class:`Transformer` or a preset name."""
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Layout; got {type(layout).__name__}")
     checks.divides("tp", layout.tp, "heads", model.heads)
@@ -507,5 +507,16 @@ def preset(name: str, **overrides) -> Transformer:
     return replace(model, **overrides) if overrides else model
 
 
-__all__ = ["Transformer", "Layout", "check_layout", "layout_text", "preset", "presets", "PRESET_SOURCES",
+def as_transformer(param: str, model) -> Transformer:
+    """A :class:`Transformer`, or a preset name resolved to one (close names suggested for a
+    typo): what every function that takes a model accepts."""
+    if isinstance(model, str):
+        return preset(model)
+    if not isinstance(model, Transformer):
+        raise TypeError(f"{param} must be a Transformer or a preset name "
+                        f"({', '.join(presets()[:4])}, ...); got {type(model).__name__}")
+    return model
+
+
+__all__ = ["as_transformer", "Transformer", "Layout", "check_layout", "layout_text", "preset", "presets", "PRESET_SOURCES",
            "FFN_TYPES", "RECOMPUTE", "PRECISIONS"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion import checks, memory
-from companion.model import Transformer
+from companion.model import Transformer, as_transformer
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -241,7 +241,7 @@ def simulate_wall_s(work_s: float, interval_s: float, checkpoint_s: float, resta
 # -- checkpoint sizes and storage --------------------------------------------------------------
 def _params(model) -> float:
     if isinstance(model, str):
-        model = checks.transformer("model", model)
+        model = as_transformer("model", model)
     if isinstance(model, Transformer):
         return float(model.params)
     return _pos("model (parameter count)", model)

@@ -31,7 +31,7 @@ from companion.calibration import (attention_fraction, linear_times, quantizatio
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric
 from companion.memory import training_memory_arrays
-from companion.model import Transformer
+from companion.model import Transformer, as_transformer
 from companion.roofline import attention
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2, "moe": 3}
@@ -63,7 +63,7 @@ def model_flops_per_token(model: Transformer, convention: str = "megatron") -> f
     Megatron-Bridge's ``flop_utils`` counts it. ``6n``: 6 x active parameters, no attention
     (Kaplan et al. 2020).
     """
-    model = checks.transformer("model", model)
+    model = as_transformer("model", model)
     checks.choice("convention", convention, FLOP_CONVENTIONS)
     if convention == "6n":
         return 6.0 * model.active_params

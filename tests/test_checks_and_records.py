@@ -75,12 +75,12 @@ def test_scaled_refuses_overflow():
 
 
 def test_transformer_takes_presets_and_suggests():
-    from companion.model import Transformer
-    assert isinstance(checks.transformer("model", "gpt3-175b"), Transformer)
+    from companion.model import Transformer, as_transformer
+    assert isinstance(as_transformer("model", "gpt3-175b"), Transformer)
     with pytest.raises(ValueError, match="Did you mean"):
-        checks.transformer("model", "gpt3-175")
+        as_transformer("model", "gpt3-175")
     with pytest.raises(TypeError, match="model must be a Transformer or a preset name"):
-        checks.transformer("model", 175e9)
+        as_transformer("model", 175e9)
 
 
 def test_real_array_and_gpu_count():
