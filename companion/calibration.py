@@ -142,11 +142,6 @@ def _spec(gpu) -> hardware.GPU:
     return gpu if isinstance(gpu, hardware.GPU) else hardware.gpu(gpu)
 
 
-def _family(g: hardware.GPU) -> str:
-    # "Hopper (GH100)" -> "Hopper": H200 reuses H100's die, GB200 and B300 are Blackwell
-    return f"{g.vendor} {g.arch.split()[0]}"
-
-
 def mamf_records() -> pd.DataFrame:
     """Published best-shape GEMM throughputs (``kind == "gemm"`` rows of
     ``data/published_measurements.csv``) against the registry's dense peaks: one row per
@@ -163,7 +158,7 @@ def _mamf_records() -> pd.DataFrame:
         g = hardware.gpu(r["hardware"])
         precision = r["id"].rsplit("-", 1)[1]
         peak = g.peak_flops(precision)
-        rows.append({"gpu": g.name, "key": g.key, "family": _family(g), "precision": precision,
+        rows.append({"gpu": g.name, "key": g.key, "family": g.family, "precision": precision,
                      "measured_flops": float(r["value"]), "peak_flops": peak,
                      "fraction": float(r["value"]) / peak, "id": r["id"]})
     return pd.DataFrame(rows)
@@ -199,7 +194,7 @@ def gemm_peak_fraction(gpu, precision: str) -> float:
     BF16's record, FP6 and FP4 FP8's.
     :func:`gemm_fraction_table` shows which applies where."""
     g = _spec(gpu)
-    return _lookup(g.key, g.name, _family(g), hardware.precision_name(precision))[0]
+    return _lookup(g.key, g.name, g.family, hardware.precision_name(precision))[0]
 
 
 def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
@@ -214,8 +209,8 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
         g = hardware.gpu(key)
         for p in precisions:
             if p in g.precisions():
-                frac, basis = _lookup(g.key, g.name, _family(g), hardware.precision_name(p))
-                sus, sus_basis = _sustained(g.key, _family(g), hardware.precision_name(p), cal)
+                frac, basis = _lookup(g.key, g.name, g.family, hardware.precision_name(p))
+                sus, sus_basis = _sustained(g.key, g.family, hardware.precision_name(p), cal)
                 rows.append({"GPU": g.name, "precision": p, "fraction of peak": frac,
                              "basis": basis, "sustained factor": sus,
                              "sustained fraction of peak": frac * sus,
@@ -234,7 +229,7 @@ def _attention_records() -> pd.DataFrame:
         g = hardware.gpu(r["hardware"])
         # ids end in -<direction>-<seq>: attn-cudnn-h100-sxm-fwd-8192
         direction, seq = r["id"].rsplit("-", 2)[1:]
-        rows.append({"key": g.key, "family": _family(g), "direction": direction,
+        rows.append({"key": g.key, "family": g.family, "direction": direction,
                      "seq_len": int(seq), "fraction": float(r["value"]) / g.peak_flops("bf16"),
                      "id": r["id"]})
     return pd.DataFrame(rows)
@@ -266,7 +261,7 @@ def attention_fraction(gpu, direction: str, seq_len: int,
     checks.number("seq_len", seq_len, integer=True, minimum=1)
     if "attention" in cal.off:
         return cal.attention_efficiency
-    return _attention(g.key, _family(g), direction, int(seq_len), cal.attention_efficiency)[0]
+    return _attention(g.key, g.family, direction, int(seq_len), cal.attention_efficiency)[0]
 
 
 # -- the rate a step sustains -------------------------------------------------------------------
@@ -309,7 +304,7 @@ def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[fl
     recs = [(hardware.gpu(r["hardware"]), r) for _, r in df.iterrows()
             if r["id"].rsplit("-", 1)[1] == precision]
     for label, pick in (("measured", [x for x in recs if x[0].key == key]),
-                        (f"{fam} family", [x for x in recs if _family(x[0]) == fam])):
+                        (f"{fam} family", [x for x in recs if x[0].family == fam])):
         if pick:
             ratios = []
             for g, r in pick:
@@ -362,7 +357,7 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
     such record exists. Below 1 where power and clocks, not the tensor cores, set the pace."""
     g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
-    return _sustained(g.key, _family(g), hardware.precision_name(precision), cal)[0]
+    return _sustained(g.key, g.family, hardware.precision_name(precision), cal)[0]
 
 
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",

@@ -182,6 +182,12 @@ class GPU:
     details_source: str = ""
 
     @property
+    def family(self) -> str:
+        """Vendor and architecture, e.g. "NVIDIA Hopper": H200 reuses H100's die, GB200 and
+        B300 are Blackwell. Published measurements are shared within a family."""
+        return f"{self.vendor} {self.arch.split()[0]}"
+
+    @property
     def usable_hbm_bytes(self):
         """Capacity to fit a step against: the driver-visible total where published (81,559 MiB
         on an H100 "80 GB"), else ``hbm_bytes``. Allocator and CUDA context take more."""

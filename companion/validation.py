@@ -199,18 +199,10 @@ def source(row) -> str:
     return " ".join(table.split()[:2])
 
 
-@functools.lru_cache(maxsize=256)
-def _generation(gpu) -> str:
-    g = hardware.gpu(gpu)
-    return f"{g.vendor} {g.arch.split()[0]}"
-
-
 def generation(gpu) -> str:
-    """GPU architecture family, e.g. "NVIDIA Hopper" (H100 and H200 share it)."""
-    try:
-        return _generation(gpu)
-    except TypeError:  # an unhashable spec
-        return _generation.__wrapped__(gpu)
+    """GPU architecture family, e.g. "NVIDIA Hopper" (H100 and H200 share it):
+    :attr:`companion.hardware.GPU.family`."""
+    return hardware.gpu(gpu).family
 
 
 def every_run(calibration: Calibration = DEFAULT) -> pd.DataFrame:
