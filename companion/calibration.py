@@ -165,12 +165,22 @@ def _mamf_records() -> pd.DataFrame:
 
 
 @functools.cache
-def _lookup(key: str, name: str, fam: str, precision: str) -> tuple[float, str]:
+def _lookup(g: hardware.GPU, precision: str) -> tuple[float, str]:
     # by value, not by a second registry lookup: a what-if GPU (dataclasses.replace of a
     # registry GPU under a new key) gets its family's records
+    every = _mamf_records()
+    # A precision's own records first: this GPU's, then its family's on GPUs that run it at
+    # the same multiple of BF16 (see _sustained); only then its stand-in's kernels.
+    own = every[every["precision"] == precision]
+    key, name, fam, multiple = g.key, g.name, g.family, _path_multiple(g, precision)
+    same_path = own[[own_family == fam and _same_path(hardware.gpu(k), precision, multiple)
+                     for own_family, k in zip(own["family"], own["key"])]]
+    for label, rows in (("measured", own[own["key"] == key]),
+                        (f"{fam} family mean", same_path)):
+        if len(rows):
+            return float(rows["fraction"].mean()), f"{label}: {', '.join(rows['id'])}"
     p = _PRECISION_STAND_IN.get(precision, precision)
     via = "" if p == precision else f" ({p} kernels stand in for {precision})"
-    every = _mamf_records()
     rec = every[every["precision"] == p]
     # Order: this GPU at this precision, its family at this precision, this GPU or its family
     # at another precision (MI300X's BF16 efficiency says more about its FP8 than NVIDIA's
@@ -194,7 +204,7 @@ def gemm_peak_fraction(gpu, precision: str) -> float:
     BF16's record, FP6 and FP4 FP8's.
     :func:`gemm_fraction_table` shows which applies where."""
     g = _spec(gpu)
-    return _lookup(g.key, g.name, g.family, hardware.precision_name(precision))[0]
+    return _lookup(g, hardware.precision_name(precision))[0]
 
 
 def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
@@ -209,8 +219,8 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
         g = hardware.gpu(key)
         for p in precisions:
             if p in g.precisions():
-                frac, basis = _lookup(g.key, g.name, g.family, hardware.precision_name(p))
-                sus, sus_basis = _sustained(g.key, g.family, hardware.precision_name(p), cal)
+                frac, basis = _lookup(g, hardware.precision_name(p))
+                sus, sus_basis = _sustained(g, hardware.precision_name(p), cal)
                 rows.append({"GPU": g.name, "precision": p, "fraction of peak": frac,
                              "basis": basis, "sustained factor": sus,
                              "sustained fraction of peak": frac * sus,
@@ -297,27 +307,50 @@ TE_PROFILE_SHAPES = ((15872, 12288, 4096, 1), (15872, 4096, 4096, 1),
 
 
 @functools.cache
-def _sustained(key: str, fam: str, precision: str, cal: Calibration) -> tuple[float, str]:
+def _sustained(g: hardware.GPU, precision: str, cal: Calibration) -> tuple[float, str]:
     schema.check(MEASUREMENTS_CSV)
     df = pd.read_csv(MEASUREMENTS_CSV)
     df = df[df["kind"] == "gemm_model_shapes"]
     recs = [(hardware.gpu(r["hardware"]), r) for _, r in df.iterrows()
             if r["id"].rsplit("-", 1)[1] == precision]
+    # The factor moves within a family only between GPUs whose tensor cores run this precision
+    # at the same multiple of their BF16 rate: Blackwell Ultra (B300, GB300) runs NVFP4 at 5.8-6x
+    # BF16, B200 at 4x, and the B300's NVFP4 layer profile reaches 0.39 of its peak where a
+    # B200's NVFP4 kernel reaches what its BF16 kernel does (pytorch/ao PR 2427, 0.61 vs 0.65
+    # at 6144^3). Where none matches, the precision's stand-in (FP4: FP8, the same data path
+    # at 2x) lends its factor.
+    key, name, fam, multiple = g.key, g.name, g.family, _path_multiple(g, precision)
+    same_path = [x for x in recs if x[0].family == fam and _same_path(x[0], precision, multiple)]
     for label, pick in (("measured", [x for x in recs if x[0].key == key]),
-                        (f"{fam} family", [x for x in recs if x[0].family == fam])):
+                        (f"{fam} family", same_path)):
         if pick:
             ratios = []
-            for g, r in pick:
-                f, b = linear_times(g, cal, precision, TE_PROFILE_SHAPES, 1, sustained=False)
+            for rg, r in pick:
+                f, b = linear_times(rg, cal, precision, TE_PROFILE_SHAPES, 1, sustained=False)
                 burst_s = float(f.sum() + b.sum())
                 measured_s = 3 * sum(2.0 * m * n * k for m, n, k, _ in TE_PROFILE_SHAPES) / r[
                     "value"]
                 ratios.append(burst_s / measured_s)
             return float(np.mean(ratios)), (f"{label}: {', '.join(r['id'] for _, r in pick)} "
                                             f"(back-to-back GEMMs at a model's shapes)")
+    stand_in = _PRECISION_STAND_IN.get(precision)
+    if stand_in and stand_in != precision:
+        factor, basis = _sustained(g, stand_in, cal)
+        return factor, (f"{basis}; {stand_in} stands in: no {precision} record on a GPU that "
+                        f"runs {precision} at {name}'s multiple of its BF16 rate")
     return 1.0, (f"no back-to-back GEMM record for {fam} at {precision}: the burst (MAMF) "
                  f"rate, an optimistic bound")
 
+
+def _path_multiple(g: hardware.GPU, precision: str) -> float:
+    # how many times its 16-bit rate a GPU's tensor cores run ``precision`` (datasheet peaks;
+    # FP16 where a GPU has no BF16, as on the V100)
+    return g.peak_flops(precision) / g.peak_flops("bf16" if "bf16" in g.precisions() else "fp16")
+
+
+def _same_path(g: hardware.GPU, precision: str, multiple: float) -> bool:
+    # within 10%: B300's and GB300's datasheets put NVFP4 at 5.8x and 6.0x BF16
+    return abs(_path_multiple(g, precision) / multiple - 1) < 0.1
 
 def te_profile_elements() -> dict:
     """Elements Transformer Engine quantizes in one layer of its GEMM profiling tutorial
@@ -357,7 +390,7 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
     such record exists. Below 1 where power and clocks, not the tensor cores, set the pace."""
     g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
-    return _sustained(g.key, g.family, hardware.precision_name(precision), cal)[0]
+    return _sustained(g, hardware.precision_name(precision), cal)[0]
 
 
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",

@@ -32,7 +32,11 @@ def test_fallbacks_borrow_from_the_same_die_then_the_same_family():
     assert f("H200", "bf16") == f("H100", "bf16")
     assert f("H200", "fp8") == pytest.approx(1453.4 / 1978.9, rel=1e-3)  # its own record
     assert f("H100", "fp16") == f("H100", "bf16")
-    assert f("B200", "fp4") == f("B200", "fp8")
+    # B200's own NVFP4 kernel (pytorch/ao PR 2427: 5.50e15 of 9e15 at 6144^3); GB200 runs FP4
+    # at the same 4x of BF16 and borrows it; B300 (5.8x) does not, and falls back to FP8's
+    assert f("B200", "fp4") == pytest.approx(5.50e15 / 9e15)
+    assert f("GB200", "fp4") == f("B200", "fp4")
+    assert f("B300", "fp4") == f("B300", "fp8")
     blackwell = [f(g, "fp8") for g in ("B200", "GB200", "B300")]
     assert f("GB300", "fp8") == pytest.approx(sum(blackwell) / 3)
     assert f("MI300X", "fp8") == f("MI300X", "bf16")  # AMD's own record, not NVIDIA's
@@ -125,3 +129,12 @@ def test_a_what_if_gpu_takes_its_family_records():
     rec = cal.mamf_records()
     rec["fraction"] = 0.0  # a copy: the model's records are untouched
     assert (cal.mamf_records()["fraction"] > 0).all()
+
+
+def test_the_b300_nvfp4_profile_does_not_set_b200s_fp4_rate():
+    # The B300 layer profile runs NVFP4 at 0.39 of a peak 5.8x BF16's (TE gemm_profiling.rst);
+    # a B200 runs FP4 at 4x BF16 and its kernel reaches about its BF16 fraction (pytorch/ao PR
+    # 2427: 0.611 vs 0.646 at 6144^3), so it takes FP8's back-to-back factor, not B300's FP4 one
+    s = cal.sustained_fraction
+    assert s("B200", "fp4") == s("B200", "fp8")
+    assert s("GB300", "fp4") == s("B300", "fp4") < 0.7
