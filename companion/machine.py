@@ -75,9 +75,14 @@ class Stack:
     fp8_scaling: str = "delayed"
     fused_cross_entropy: bool = True
     cuda_graphs: bool = False
+    #: the MoE token dispatcher (``alltoall`` or ``deepep``); None: the stack's own
+    #: (:data:`companion.moe.STACK_DISPATCHER`)
+    moe_dispatcher: str | None = None
 
     def __post_init__(self):
         checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current", "mxfp8"))
+        if self.moe_dispatcher is not None:
+            checks.choice("moe_dispatcher", self.moe_dispatcher, ("alltoall", "deepep"))
 
 
 #: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.

@@ -179,7 +179,10 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         Column("cuda_graphs", "bool", required=False, blank=True),
         _num("expert_tp", kind="int", minimum=1, required=False),
         Column("dispatch_precision", "choice", required=False, blank=True,
-               allowed=PRECISIONS)),
+               allowed=PRECISIONS),
+        Column("ep_overlap", "bool", required=False, blank=True),
+        Column("dispatcher", "choice", required=False, blank=True,
+               allowed=("alltoall", "deepep"))),
         "one published training run: layout and measured speed"),
     Schema("published_measurements.csv", "id", (
         _text("id"), _text("kind"),

@@ -398,8 +398,10 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     if model.is_moe:
         ep_comm = fm * _all_to_all_s(tokens / t, e, et, t * c * d * p, model, gpu, cl, cal, st,
                                      X.get("fp8_dispatch", 0), skew, rc)
-    ep_x = np.maximum(0.0, ep_comm - fm * (moe + moe_b)) if st.overlap_ep else ep_comm
-    overlap = slow * (tp_comm - tp_x + cp_comm - cp_x)
+    # batch-level overlap hides part of what the MoE layers' compute could hide
+    ep_x = (ep_comm - cal.ep_overlap_hidden * np.minimum(ep_comm, fm * (moe + moe_b))
+            if st.overlap_ep else ep_comm)
+    overlap = slow * (tp_comm - tp_x + cp_comm - cp_x + ep_comm - ep_x)
     per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap
     t_mb = lst * per_layer + logits + logits_b + ce
     bubble = (p - 1) / v * t_mb
