@@ -298,23 +298,30 @@ def fitted_gemm_in_training(calibration: Calibration = DEFAULT) -> float:
     return _fit(lin[(lin["role"] == "fit") & (lin["moe"] == "dense")])
 
 
+def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> float:
+    """The model's step of :data:`EP_OVERLAP_FITTING`'s run with the expert overlap over the
+    step without it, when the overlap hides ``hidden`` of the hideable all-to-all."""
+    runs = published_runs(False, moe=True).set_index("run_id")
+    plain, overlapped = (runs.loc[r] for r in EP_OVERLAP_FITTING)
+    cal = replace(calibration, ep_overlap_hidden=hidden)
+
+    def step(row):
+        return price(row["model"], run_layout(row), row["gpu"], system=_system(row),
+                     software=run_stack(row), uneven_stages=_needs_uneven(row),
+                     calibration=cal).step_time_s
+
+    return step(overlapped) / step(plain)
+
+
 def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
     """``ep_overlap_hidden`` refitted on :data:`EP_OVERLAP_FITTING` alone: the fraction
-    (to 0.01) at which the model's step with the overlap over the step without it equals the
-    measured ratio (17.6 s / 19.7 s). The default calibration carries it (a test
-    pins that)."""
+    (to 0.01) at which :func:`ep_overlap_ratio` equals the measured ratio (17.6 s / 19.7 s).
+    The default calibration carries it (a test pins that)."""
     runs = published_runs(False, moe=True).set_index("run_id")
     plain, overlapped = (runs.loc[r] for r in EP_OVERLAP_FITTING)
     measured = overlapped["measured_step_time_s"] / plain["measured_step_time_s"]
-
-    def step(row, f):
-        return price(row["model"], run_layout(row), row["gpu"], system=_system(row),
-                     software=run_stack(row), uneven_stages=_needs_uneven(row),
-                     calibration=replace(calibration, ep_overlap_hidden=f)).step_time_s
-
-    base = step(plain, calibration.ep_overlap_hidden)  # no overlap: f does not enter
     grid = np.round(np.linspace(0.0, 1.0, 101), 2)
-    ratios = np.array([step(overlapped, f) / base for f in grid])
+    ratios = np.array([ep_overlap_ratio(f, calibration) for f in grid])
     return float(grid[np.argmin(np.abs(ratios - measured))])
 
 

@@ -12,7 +12,8 @@ import functools
 
 import pandas as pd
 
-from .. import hardware, moe, parallel
+from .. import hardware, moe, parallel, validation
+from ..calibration import DEFAULT
 from ..machine import Cluster, cluster
 from ..model import Layout, preset
 from .core import Choice
@@ -109,7 +110,6 @@ def sensitivity_frame(widths=(1024, 2048, 4096), top_ks=(2, 8, 24)) -> pd.DataFr
 def grouped_gemm_frame(calibration=None) -> pd.DataFrame:
     """DeepGEMM's published FP8 grouped GEMMs on H800 against the expert-GEMM pricing of the
     step model (the roofline with tile and wave quantization over the groups as a batch)."""
-    from ..calibration import DEFAULT
     from ..steptime import _linear_times
     cal = DEFAULT if calibration is None else calibration
     g = hardware.gpu("H800")
@@ -173,6 +173,18 @@ def validation_frame() -> pd.DataFrame:
     return v[cols]
 
 
+def ep_overlap_fit() -> dict:
+    """The expert-overlap constant and what it stands against: ``hidden``
+    (:attr:`~companion.calibration.Calibration.ep_overlap_hidden`), the measured step ratio of the
+    model zoo pair (without over with the overlap), and the ratio if the overlap hid all of
+    the hideable all-to-all (``full_ratio``)."""
+    from companion import validation
+    runs = parallel.published_runs(held_out=False, moe=True).set_index("run_id")
+    plain, over = (runs.loc[r, "measured_step_time_s"] for r in validation.EP_OVERLAP_FITTING)
+    return {"hidden": DEFAULT.ep_overlap_hidden, "measured_ratio": plain / over,
+            "full_ratio": 1 / validation.ep_overlap_ratio(1.0)}
+
+
 def error_summary(frame: pd.DataFrame) -> dict:
     """Mean signed and absolute error, worst run and count beyond 30% (percent)."""
     err = frame["error_pct"]
@@ -191,5 +203,5 @@ __all__ = ["SEED_MODEL", "SEED_GPU", "SEED_GPUS", "SEED_LAYOUT", "DOMAINS", "EP_
            "domain_cluster", "seed_layout", "ep_share_frame", "EP_CONTROLS", "EP_CHART",
            "copies_table", "sensitivity_frame", "grouped_gemm_frame", "SEED_MOE_MACHINES",
            "SEED_MOE_BATCH", "seed_moe_outcomes", "seed_moe_table", "MOE_MODELS",
-           "validation_frame",
+           "validation_frame", "ep_overlap_fit",
            "error_summary", "system_of"]
