@@ -352,7 +352,16 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     cast, cast_b = 0.0, 0.0
     kf, kb = KERNELS_PER_LAYER
     if precision in ("fp8", "fp4"):  # Transformer Engine quantizes every GEMM input
-        gemm_in = tokens * (2 * model.hidden + (model.heads * model.head_dim + ffn) / t)
+        # an MoE layer quantizes each dispatched copy: its experts' FC1 reads top_k copies of
+        # the hidden vector (and a shared expert one more) where a dense MLP reads one, and
+        # their FC2 output gradients come back as as many copies; an FP8 dispatch quantizes
+        # each token once, before it leaves
+        copies = fm * (model.top_k + (1 if model.shared_experts else 0) - 1) * model.hidden \
+            if model.is_moe else 0.0
+        copies_f = copies - (fm * (model.top_k - 1) * model.hidden * X.get("fp8_dispatch", 0)
+                             if model.is_moe else 0.0)
+        gemm_in = tokens * (2 * model.hidden + copies_f
+                            + (model.heads * model.head_dim + ffn) / t)
         amax = AMAX_READ_BYTES if st.fp8_scaling == "current" else 0
         if memory:
             # forward inputs, backward output gradients at the published cost per element;
@@ -361,7 +370,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
             q = quantization_bytes("fp4_nvfp4" if precision == "fp4"
                                    else f"fp8_{st.fp8_scaling}", cal)
             grads = tokens * (((model.heads + 2 * model.kv_heads_used) * model.head_dim
-                               + (up // 2) * ffn) / t + 2 * model.hidden)
+                               + (up // 2) * ffn) / t + 2 * model.hidden + copies)
             weights = (X["dense_params"] + X["expert_params"]) / lst / m
             cast, cast_b = q * (gemm_in + weights) / hbm, q * grads / hbm
         else:  # a byte budget: 3 bytes forward, 5 backward, per forward input

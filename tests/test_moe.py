@@ -362,3 +362,34 @@ def test_the_ep_overlap_constant_is_the_pairs_refit():
     assert "MoE" in e.band_basis
     with pytest.raises(TypeError, match="moe"):
         V.band("GB200", "fp8", 1.0, moe="yes")
+
+
+def test_fp8_quantizes_every_dispatched_copy():
+    """Transformer Engine quantizes each GEMM input and each output gradient; an MoE layer's
+    experts read the top_k dispatched copies of a token. Qwen3-30B-A3B (hidden h = 2048,
+    expert width f = 768, no shared expert): going from top-1 to top-8 routing adds, per token
+    and layer, 7 h + 7 f quantized elements forward (the FC1 inputs and FC2 inputs of 7 more
+    copies) and 7 h + 3 x 7 f backward (their FC2 output gradients, and the gated FC1's 3 f per
+    copy the model counts), 50,176 elements in all, each at the recipe's published cost per
+    element (calibration.quantization_bytes) at hbm_efficiency of the datasheet bandwidth."""
+    from dataclasses import replace
+    from companion.calibration import DEFAULT, quantization_bytes
+    from companion import hardware
+    base = preset("qwen3-30b-a3b")
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, etp=1, microbatch=4, global_batch=512, precision="fp8")
+    bf = replace(lay, precision="bf16")
+
+    def cast_s(model):
+        kw = dict(software="megatron-bridge")
+        return (parallel.estimate(model, lay, "GB200", **kw).elementwise_s
+                - parallel.estimate(model, bf, "GB200", **kw).elementwise_s)
+
+    extra = cast_s(base) - cast_s(replace(base, top_k=1))
+    h, f, k = 2048, 768, 8
+    per_token = (k - 1) * (h + f) + (k - 1) * (h + 3 * f)
+    assert per_token == 50_176
+    tokens = 512 * 4096 / 8  # per GPU per step
+    g = hardware.gpu("GB200")
+    expected = (48 * tokens * per_token * quantization_bytes("fp8_current")
+                / (g.hbm_Bps * DEFAULT.hbm_efficiency))
+    assert extra == pytest.approx(expected, rel=1e-6)
