@@ -461,6 +461,10 @@ _PRESETS["mixtral-8x22b"] = (Transformer(
     experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False),
     _MIXTRAL.format("Mixtral-8x22B-v0.1") + " (8x22B is not in the paper's table: shapes from "
     "its config.json only)")
+_PRESETS["mixtral-8x22b-s64k"] = (
+    replace(_PRESETS["mixtral-8x22b"][0], name="mixtral-8x22b-s64k", seq_len=65536),
+    _PRESETS["mixtral-8x22b"][1] + "; sequence 64K (65,536 tokens), as NeMo 25.02 and 25.04's "
+    "performance tables train it with context parallelism 8")
 _PRESETS["seed-13b"] = (_gpt("seed-13b", 40, 5120, 40), (
     "The seeds' 13B Megatron model with hidden size 5120 (seed 000); shapes of GPT-3 13B, "
     "Brown et al. 2020, arXiv:2005.14165, Table 2.1 (40 layers, 40 heads of 128; the table "
