@@ -383,6 +383,9 @@ _PRESETS["turing-530b"] = (_gpt("turing-530b", 105, 20480, 128), (
 for _m in (_llama("llama3-8b", 32, 4096, 32, 14336), _llama("llama3-70b", 80, 8192, 64, 28672),
            _llama("llama3-405b", 126, 16384, 128, 53248)):
     _PRESETS[_m.name] = (_m, _LLAMA3)
+for _k in (16, 32, 64, 128, 256, 512, 1024):  # NeMo 25.04's long-sequence table (DGX-B200)
+    _m = replace(_PRESETS["llama3-8b"][0], name=f"llama3-8b-s{_k}k", seq_len=_k * 1024)
+    _PRESETS[_m.name] = (_m, _LLAMA3 + f"; sequence {_k}K (NeMo 25.04 long-sequence table)")
 
 # Dense models of the held-out published runs (data/published_runs.csv), shapes as the runs
 # helper transcribed them (new_runs_notes.md): each checked against its source's reported
@@ -413,7 +416,7 @@ def _nemotron(name, layers, hidden, heads, ffn, kv=None):
 for _m in (_llama2("llama2-7b", 32, 4096, 32, 11008), _llama2("llama2-13b", 40, 5120, 40, 13824),
            _llama2("llama2-70b", 80, 8192, 64, 28672, kv=8)):
     _PRESETS[_m.name] = (_m, _LLAMA2)
-for _k in (16, 64, 256, 1024):  # NeMo 24.03.01's long-sequence table
+for _k in (8, 16, 32, 64, 128, 256, 512, 1024):  # NeMo 24.03.01's long-sequence table
     _m = _llama2(f"llama2-7b-s{_k}k", 32, 4096, 32, 11008, seq_len=_k * 1024)
     _PRESETS[_m.name] = (_m, _LLAMA2 + f"; sequence {_k}K (NeMo 24.03.01 long-sequence table)")
 for _m in (_nemotron("nemotron3-8b", 32, 4096, 32, 16384),
