@@ -347,7 +347,7 @@ def layout_arrays(layout) -> dict:
 #: ``megatron-bridge``: HybridEP / DeepEP, the ``moe_flex_dispatcher_backend`` of every
 #: DeepSeek-V3 performance recipe (Megatron-Bridge scripts/performance/configs/deepseek).
 STACK_DISPATCHER = {"megatron-2022": "alltoall", "megatron-core": "deepep",
-                    "megatron-bridge": "deepep"}
+                    "megatron-bridge": "deepep", "megatron-bridge-mxfp8": "deepep"}
 
 
 def dispatcher_for(stack) -> str:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion import checks, moe
-from companion.calibration import (attention_fraction, linear_times, quantization_bytes,
-                                   sustained_fraction)
+from companion.calibration import (attention_fraction, block_scaled_gemm_slowdown,
+                                   linear_times, quantization_bytes, sustained_fraction)
 from companion.comm import collective_time_s
 from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric
 from companion.memory import training_memory_arrays
@@ -123,6 +123,8 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
             fs = model.shared_experts * fe
             shapes += [(m, up * fs // t, h, 1), (m, h, fs // t, 1)]
     fwd, bwd = _linear_times(g, cal, precision, shapes, len(t))
+    if precision == "fp8" and st.fp8_scaling == "mxfp8":  # block-scaled kernels
+        fwd, bwd = fwd * block_scaled_gemm_slowdown(), bwd * block_scaled_gemm_slowdown()
     if model.is_moe:  # the expert loop's cost per local expert GEMM
         loop = moe.expert_loop_s(model.experts // ep) if "launch" not in cal.off else (0.0, 0.0)
     lf, lb = _linear_times(g, cal, p16, [(m, -(-model.vocab // t), h, 1)], len(t))
