@@ -196,8 +196,9 @@ EP_OVERLAP_FITTING = ("mcore_modelzoo_h100_qwen3_235b_ep32_deepep",
 
 def role(row) -> str:
     """``fit`` for the fitting subsets (Korthikanti et al. 2022, Table 5; the expert-overlap
-    pair :data:`EP_OVERLAP_FITTING`), ``check`` for Narayanan et al. 2021, Table 1 (predicted
-    with the fitted constant), ``held out`` for the rest (no constant was set on them)."""
+    pair :data:`companion.validation.EP_OVERLAP_FITTING`), ``check`` for Narayanan et al.
+    2021, Table 1 (predicted with the fitted constant), ``held out`` for the rest (no
+    constant was set on them)."""
     if bool(row["held_out"]):
         return "held out"
     rid = str(row["run_id"])
@@ -299,8 +300,9 @@ def fitted_gemm_in_training(calibration: Calibration = DEFAULT) -> float:
 
 
 def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> float:
-    """The model's step of :data:`EP_OVERLAP_FITTING`'s run with the expert overlap over the
-    step without it, when the overlap hides ``hidden`` of the hideable all-to-all."""
+    """The model's step of the :data:`companion.validation.EP_OVERLAP_FITTING` run with the
+    expert overlap over the step without it, when the overlap hides ``hidden`` of the
+    hideable all-to-all."""
     runs = published_runs(False, moe=True).set_index("run_id")
     plain, overlapped = (runs.loc[r] for r in EP_OVERLAP_FITTING)
     cal = replace(calibration, ep_overlap_hidden=hidden)
@@ -314,9 +316,10 @@ def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> float
 
 
 def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
-    """``ep_overlap_hidden`` refitted on :data:`EP_OVERLAP_FITTING` alone: the fraction
-    (to 0.01) at which :func:`ep_overlap_ratio` equals the measured ratio (17.6 s / 19.7 s).
-    The default calibration carries it (a test pins that)."""
+    """``ep_overlap_hidden`` refitted on :data:`companion.validation.EP_OVERLAP_FITTING`
+    alone: the fraction (to 0.01) at which :func:`companion.validation.ep_overlap_ratio`
+    equals the measured ratio (17.6 s / 19.7 s). The default calibration carries it (a test
+    pins that)."""
     runs = published_runs(False, moe=True).set_index("run_id")
     plain, overlapped = (runs.loc[r] for r in EP_OVERLAP_FITTING)
     measured = overlapped["measured_step_time_s"] / plain["measured_step_time_s"]
@@ -455,5 +458,5 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
-           "band_table", "BANDS_CSV",
-           "PUBLISHED_RUNS", "FITTING_SUBSET", "ROLES"]
+           "band_table", "BANDS_CSV", "ep_overlap_ratio", "fitted_ep_overlap_hidden",
+           "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "ROLES"]

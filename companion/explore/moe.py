@@ -174,8 +174,8 @@ def validation_frame() -> pd.DataFrame:
 
 
 def ep_overlap_fit() -> dict:
-    """The expert-overlap constant and what it stands against: ``hidden``
-    (:attr:`~companion.calibration.Calibration.ep_overlap_hidden`), the measured step ratio of the
+    """The expert-overlap constant and what it stands against: ``hidden`` (the calibration's
+    ``ep_overlap_hidden``), the measured step ratio of the
     model zoo pair (without over with the overlap), and the ratio if the overlap hid all of
     the hideable all-to-all (``full_ratio``)."""
     from companion import validation
