@@ -187,9 +187,8 @@ def _lookup(g: hardware.GPU, precision: str) -> tuple[float, str]:
     # A precision's own records first: this GPU's, then its family's on GPUs that run it at
     # the same multiple of BF16 (see _sustained); only then its stand-in's kernels.
     own = every[every["precision"] == precision]
-    key, name, fam, multiple = g.key, g.name, g.family, _path_multiple(g, precision)
-    same_path = own[[own_family == fam and _same_path(hardware.gpu(k), precision, multiple)
-                     for own_family, k in zip(own["family"], own["key"])]]
+    key, name, fam = g.key, g.name, g.family
+    same_path = own[[_kin(hardware.gpu(k), g, precision) for k in own["key"]]]
     for label, rows in (("measured", own[own["key"] == key]),
                         (f"{fam} family mean", same_path)):
         if len(rows):
@@ -334,8 +333,8 @@ def _sustained(g: hardware.GPU, precision: str, cal: Calibration) -> tuple[float
     # B200's NVFP4 kernel reaches what its BF16 kernel does (pytorch/ao PR 2427, 0.61 vs 0.65
     # at 6144^3). Where none matches, the precision's stand-in (FP4: FP8, the same data path
     # at 2x) lends its factor.
-    key, name, fam, multiple = g.key, g.name, g.family, _path_multiple(g, precision)
-    same_path = [x for x in recs if x[0].family == fam and _same_path(x[0], precision, multiple)]
+    key, name, fam = g.key, g.name, g.family
+    same_path = [x for x in recs if _kin(x[0], g, precision)]
     for label, pick in (("measured", [x for x in recs if x[0].key == key]),
                         (f"{fam} family", same_path)):
         if pick:
@@ -363,9 +362,11 @@ def _path_multiple(g: hardware.GPU, precision: str) -> float:
     return g.peak_flops(precision) / g.peak_flops("bf16" if "bf16" in g.precisions() else "fp16")
 
 
-def _same_path(g: hardware.GPU, precision: str, multiple: float) -> bool:
-    # within 10%: B300's and GB300's datasheets put NVFP4 at 5.8x and 6.0x BF16
-    return abs(_path_multiple(g, precision) / multiple - 1) < 0.1
+def _kin(other: hardware.GPU, g: hardware.GPU, precision: str) -> bool:
+    # same family, and ``precision`` at the same multiple of BF16 within 10% (B300's and
+    # GB300's datasheets put NVFP4 at 5.8x and 6.0x BF16)
+    return (other.family == g.family
+            and abs(_path_multiple(other, precision) / _path_multiple(g, precision) - 1) < 0.1)
 
 def te_profile_elements() -> dict:
     """Elements Transformer Engine quantizes in one layer of its GEMM profiling tutorial

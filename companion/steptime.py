@@ -357,11 +357,9 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         # an MoE layer quantizes each dispatched copy: its experts' FC1 reads top_k copies of
         # the hidden vector (and a shared expert one more) where a dense MLP reads one, and
         # their FC2 output gradients come back as as many copies; an FP8 dispatch quantizes
-        # each token once, before it leaves
-        copies = fm * (model.top_k + (1 if model.shared_experts else 0) - 1) * model.hidden \
-            if model.is_moe else 0.0
-        copies_f = copies - (fm * (model.top_k - 1) * model.hidden * X.get("fp8_dispatch", 0)
-                             if model.is_moe else 0.0)
+        # each token once, before it leaves (fm = 0: a dense model has no copies)
+        copies = fm * (model.top_k + (1 if model.shared_experts else 0) - 1) * model.hidden
+        copies_f = copies - fm * (model.top_k - 1) * model.hidden * X.get("fp8_dispatch", 0)
         gemm_in = tokens * (2 * model.hidden + copies_f
                             + (model.heads * model.head_dim + ffn) / t)
         amax = AMAX_READ_BYTES if st.fp8_scaling == "current" else 0

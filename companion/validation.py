@@ -147,10 +147,8 @@ def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
     TFLOP/s per GPU in that convention.
     """
     runs = published_runs(held_out, moe)
-    ests = [price(r["model"], run_layout(r), r["gpu"], system=_system(r),
-                     software=run_stack(r), calibration=calibration,
-                     uneven_stages=_needs_uneven(r),
-                     flop_convention=_convention(r) if held_out else "megatron")
+    ests = [_price_row(r, calibration,
+                       flop_convention=_convention(r) if held_out else "megatron")
             for _, r in runs.iterrows()]
     out = runs[["run_id", "table", "model", "gpu", "num_gpus", "tp", "pp", "dp", "vpp",
                 "microbatch", "global_batch", "sequence_parallel", "recompute",
@@ -164,6 +162,13 @@ def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
                          predicted_tflops_per_gpu=[e.model_tflops_per_gpu for e in ests],
                          predicted_mfu=[e.mfu for e in ests])
     return out
+
+
+def _price_row(row, calibration: Calibration, **kw):
+    """The model's estimate of one published run, as the run was laid out and configured."""
+    return price(row["model"], run_layout(row), row["gpu"], system=_system(row),
+                 software=run_stack(row), calibration=calibration,
+                 uneven_stages=_needs_uneven(row), **kw)
 
 
 def _convention(row) -> str:
@@ -299,33 +304,35 @@ def fitted_gemm_in_training(calibration: Calibration = DEFAULT) -> float:
     return _fit(lin[(lin["role"] == "fit") & (lin["moe"] == "dense")])
 
 
+def _ep_overlap_pair():
+    runs = published_runs(False, moe=True).set_index("run_id")
+    return tuple(runs.loc[r] for r in EP_OVERLAP_FITTING)
+
+
+def ep_overlap_measured() -> float:
+    """The measured step of the :data:`companion.validation.EP_OVERLAP_FITTING` run with the
+    expert overlap over the step without it (17.6 s / 19.7 s)."""
+    plain, overlapped = _ep_overlap_pair()
+    return float(overlapped["measured_step_time_s"] / plain["measured_step_time_s"])
+
+
 def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> float:
     """The model's step of the :data:`companion.validation.EP_OVERLAP_FITTING` run with the
     expert overlap over the step without it, when the overlap hides ``hidden`` of the
     hideable all-to-all."""
-    runs = published_runs(False, moe=True).set_index("run_id")
-    plain, overlapped = (runs.loc[r] for r in EP_OVERLAP_FITTING)
     cal = replace(calibration, ep_overlap_hidden=hidden)
-
-    def step(row):
-        return price(row["model"], run_layout(row), row["gpu"], system=_system(row),
-                     software=run_stack(row), uneven_stages=_needs_uneven(row),
-                     calibration=cal).step_time_s
-
-    return step(overlapped) / step(plain)
+    plain, overlapped = (_price_row(r, cal).step_time_s for r in _ep_overlap_pair())
+    return overlapped / plain
 
 
 def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
     """``ep_overlap_hidden`` refitted on :data:`companion.validation.EP_OVERLAP_FITTING`
     alone: the fraction (to 0.01) at which :func:`companion.validation.ep_overlap_ratio`
-    equals the measured ratio (17.6 s / 19.7 s). The default calibration carries it (a test
-    pins that)."""
-    runs = published_runs(False, moe=True).set_index("run_id")
-    plain, overlapped = (runs.loc[r] for r in EP_OVERLAP_FITTING)
-    measured = overlapped["measured_step_time_s"] / plain["measured_step_time_s"]
+    equals :func:`companion.validation.ep_overlap_measured`. The default calibration carries
+    it (a test pins that)."""
     grid = np.round(np.linspace(0.0, 1.0, 101), 2)
     ratios = np.array([ep_overlap_ratio(f, calibration) for f in grid])
-    return float(grid[np.argmin(np.abs(ratios - measured))])
+    return float(grid[np.argmin(np.abs(ratios - ep_overlap_measured()))])
 
 
 def family_errors(by=("generation",), calibration: Calibration = DEFAULT) -> pd.DataFrame:
@@ -458,5 +465,6 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
-           "band_table", "BANDS_CSV", "ep_overlap_ratio", "fitted_ep_overlap_hidden",
+           "band_table", "BANDS_CSV", "ep_overlap_measured", "ep_overlap_ratio",
+           "fitted_ep_overlap_hidden",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "ROLES"]

@@ -175,13 +175,11 @@ def validation_frame() -> pd.DataFrame:
 
 def ep_overlap_fit() -> dict:
     """The expert-overlap constant and what it stands against: ``hidden`` (the calibration's
-    ``ep_overlap_hidden``), the measured step ratio of the
-    model zoo pair (without over with the overlap), and the ratio if the overlap hid all of
-    the hideable all-to-all (``full_ratio``)."""
-    from companion import validation
-    runs = parallel.published_runs(held_out=False, moe=True).set_index("run_id")
-    plain, over = (runs.loc[r, "measured_step_time_s"] for r in validation.EP_OVERLAP_FITTING)
-    return {"hidden": DEFAULT.ep_overlap_hidden, "measured_ratio": plain / over,
+    ``ep_overlap_hidden``), the measured step ratio of the model zoo pair (without over with
+    the overlap) and the ratio if the overlap hid all of the hideable all-to-all
+    (``full_ratio``)."""
+    return {"hidden": DEFAULT.ep_overlap_hidden,
+            "measured_ratio": 1 / validation.ep_overlap_measured(),
             "full_ratio": 1 / validation.ep_overlap_ratio(1.0)}
 
 
