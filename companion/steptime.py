@@ -368,7 +368,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
             # weights once per step (Megatron-Core passes is_first_microbatch, so Transformer
             # Engine caches their quantized copies across microbatches)
             q = quantization_bytes("fp4_nvfp4" if precision == "fp4"
-                                   else f"fp8_{st.fp8_scaling}", cal)
+                                   else f"fp8_{st.fp8_scaling}", cal, gpu)
             grads = tokens * (((model.heads + 2 * model.kv_heads_used) * model.head_dim
                                + (up // 2) * ffn) / t + 2 * model.hidden + copies)
             weights = (X["dense_params"] + X["expert_params"]) / lst / m
@@ -411,7 +411,13 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     ep_x = (ep_comm - cal.ep_overlap_hidden * np.minimum(ep_comm, fm * (moe + moe_b))
             if st.overlap_ep else ep_comm)
     overlap = slow * (tp_comm - tp_x + cp_comm - cp_x + ep_comm - ep_x)
-    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap
+    # Megatron-Core's token dispatchers (all-to-all, DeepEP, HybridEP) block the host once per
+    # MoE layer forward on a device-to-host copy of the routing counts; the GPU then idles
+    # while the host launches the rest of the layer. Recomputing the layer blocks again. Only
+    # whole-step CUDA graphs with a sync-free MoE path (fixed-capacity buffers) avoid it.
+    sync = 0.0 if st.cuda_graphs or "host" in cal.off else (
+        fm * cal.moe_sync_s * (1 + (rc == 2) + (rc == 3)))
+    per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap + sync
     t_mb = lst * per_layer + logits + logits_b + ce
     bubble = (p - 1) / v * t_mb
 
@@ -436,7 +442,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         "elementwise_s": n_layers * (3 * elem + score_f + score_b
                                      + cast + cast_b) + m * ce,
         "recompute_s": n_layers * rec,
-        "launch_s": n_layers * launch,
+        "launch_s": n_layers * launch, "moe_sync_s": n_layers * sync,
         "overlap_slowdown_s": n_layers * overlap + dp_overlap,
         "tp_comm_s": n_layers * tp_comm, "tp_exposed_s": n_layers * tp_x,
         "cp_comm_s": n_layers * cp_comm, "cp_exposed_s": n_layers * cp_x,

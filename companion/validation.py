@@ -335,6 +335,45 @@ def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
     return float(grid[np.argmin(np.abs(ratios - ep_overlap_measured()))])
 
 
+#: MoE: ``moe_sync_s``, from Megatron-LM's paired Qwen3-30B-A3B recipes on 16 GB200s
+#: (``data/published_measurements.csv``): the dispatcher eager (partial CUDA graphs) and the
+#: whole step in one CUDA graph with the sync-free paged stash.
+MOE_SYNC_FITTING = ("mcore-moe-recipe-qwen3-30b-gb200-mxfp8-partial-cg",
+                    "mcore-moe-recipe-qwen3-30b-gb200-mxfp8-paged-stash")
+
+
+def moe_sync_measured() -> float:
+    """The step of the eager-dispatcher recipe of :data:`MOE_SYNC_FITTING` over the
+    whole-step-graph one (the same FLOPs per step: 598.1 / 480.3 model TFLOP/s per GPU)."""
+    df = pd.read_csv(PUBLISHED_RUNS.with_name("published_measurements.csv")).set_index("id")
+    eager, graphed = (float(df.loc[i, "value"]) for i in MOE_SYNC_FITTING)
+    return graphed / eager
+
+
+def moe_sync_ratio(sync_s: float, calibration: Calibration = DEFAULT) -> float:
+    """The model's step for the eager-dispatcher recipe of :data:`MOE_SYNC_FITTING` over the
+    whole-step-graph one when each MoE layer's host sync costs ``sync_s``: Qwen3-30B-A3B on
+    16 GB200s (one NVL72 domain), TP1 PP1 EP16, microbatch 4, 512 sequences of 4096,
+    MXFP8, HybridEP (the model's ``deepep`` dispatcher)."""
+    cal = replace(calibration, moe_sync_s=sync_s)
+    lay = Layout(tp=1, pp=1, dp=16, ep=16, etp=1, microbatch=4, global_batch=512,
+                 precision="fp8", sequence_parallel=True)
+    eager, graphed = (price("qwen3-30b-a3b", lay, "GB200", system="GB200 NVL72",
+                            software=_run_stack("megatron-bridge-mxfp8", None, g, None,
+                                                "deepep"), calibration=cal).step_time_s
+                      for g in (False, True))
+    return eager / graphed
+
+
+def fitted_moe_sync_s(calibration: Calibration = DEFAULT) -> float:
+    """``moe_sync_s`` refitted on :data:`MOE_SYNC_FITTING` alone: the value (to 0.1 ms) at
+    which :func:`moe_sync_ratio` equals :func:`moe_sync_measured`. The default calibration
+    carries it (a test pins that)."""
+    grid = np.round(np.arange(0.0, 10.05e-3, 0.1e-3), 5)
+    ratios = np.array([moe_sync_ratio(h, calibration) for h in grid])
+    return float(grid[np.argmin(np.abs(ratios - moe_sync_measured()))])
+
+
 def family_errors(by=("generation",), calibration: Calibration = DEFAULT) -> pd.DataFrame:
     """Cross-validated errors per family (any of generation, precision, moe, software,
     source, role): rows, mean signed error, mean absolute error and the worst, in percent."""
@@ -466,5 +505,6 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "ep_overlap_measured", "ep_overlap_ratio",
-           "fitted_ep_overlap_hidden",
+           "fitted_ep_overlap_hidden", "MOE_SYNC_FITTING", "moe_sync_measured",
+           "moe_sync_ratio", "fitted_moe_sync_s",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "ROLES"]

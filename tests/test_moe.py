@@ -394,3 +394,36 @@ def test_fp8_quantizes_every_dispatched_copy():
     expected = (48 * tokens * per_token * quantization_bytes("fp8_current")
                 / (g.hbm_Bps * DEFAULT.hbm_efficiency))
     assert extra == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_moe_sync_constant_is_the_recipe_pairs_refit():
+    """Megatron-LM PR 5728 (measured column), Qwen3-30B-A3B on 16 GB200, TP1 EP16, MBS 4,
+    GBS 512, sequence 4096, MXFP8, HybridEP: 480.3 model TFLOP/s per GPU with the dispatcher
+    eager (partial CUDA graphs) and 598.1 with the whole step in one graph (paged stash). The
+    same FLOPs per step, so the eager step is 598.1 / 480.3 = 1.245 times the graphed one."""
+    from dataclasses import replace
+    from companion import validation as V
+    from companion.calibration import DEFAULT
+    assert V.moe_sync_measured() == pytest.approx(598.1 / 480.3)
+    assert V.fitted_moe_sync_s() == pytest.approx(DEFAULT.moe_sync_s)
+    assert V.moe_sync_ratio(DEFAULT.moe_sync_s) == pytest.approx(598.1 / 480.3, abs=0.01)
+    # the sync is paid once per MoE layer forward and once more per recompute of it; a dense
+    # model and a whole-step CUDA graph pay nothing
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, etp=1, microbatch=4, global_batch=512, precision="fp8")
+    e = parallel.estimate("qwen3-30b-a3b", lay, "GB200", software="megatron-bridge")
+    layers, microbatches = 48, 512 // (8 * 4)
+    assert e.moe_sync_s == pytest.approx(layers * microbatches * DEFAULT.moe_sync_s)
+    full = parallel.estimate("qwen3-30b-a3b", replace(lay, recompute="full"), "GB200",
+                             software="megatron-bridge")
+    assert full.moe_sync_s == pytest.approx(2 * e.moe_sync_s)
+    from companion.machine import stack
+    graphed = replace(stack("megatron-bridge"), cuda_graphs=True)
+    assert parallel.estimate("qwen3-30b-a3b", lay, "GB200", software=graphed).moe_sync_s == 0
+    dense = parallel.estimate("llama3-8b", Layout(tp=1, pp=1, dp=8, microbatch=1,
+                                                  global_batch=64), "GB200")
+    assert dense.moe_sync_s == 0
+    off = replace(DEFAULT, off=frozenset({"host"}))
+    assert parallel.estimate("qwen3-30b-a3b", lay, "GB200", software="megatron-bridge",
+                             calibration=off).moe_sync_s == 0
+    with pytest.raises(ValueError, match="moe_sync_s"):
+        replace(DEFAULT, moe_sync_s=-1e-3)

@@ -9,6 +9,7 @@ scale-up domains of 8, 36 or 72 GPUs, so only the domain differs.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pandas as pd
 
@@ -160,9 +161,9 @@ def seed_moe_table(tokens: float = 1e12) -> pd.DataFrame:
 MOE_MODELS = ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
 
 
-def validation_frame() -> pd.DataFrame:
+def validation_frame(calibration=DEFAULT) -> pd.DataFrame:
     """Predicted against measured step time of every held-out published MoE run."""
-    v = parallel.validate(held_out=True, moe=True)
+    v = parallel.validate(calibration, held_out=True, moe=True)
     runs = parallel.published_runs(held_out=True, moe=True)  # same rows, same order
     v["ep"] = runs["ep"]
     # the MLPerf submissions capture the whole iteration in one CUDA graph (config names end in
@@ -183,6 +184,18 @@ def ep_overlap_fit() -> dict:
             "full_ratio": 1 / validation.ep_overlap_ratio(1.0)}
 
 
+def sync_fit() -> dict:
+    """The MoE host-sync constant and what it stands against: ``sync_s`` (the calibration's
+    ``moe_sync_s``) and the measured step ratio of Megatron-LM's Qwen3-30B-A3B recipe pair
+    (dispatcher eager over the whole step in one CUDA graph)."""
+    return {"sync_s": DEFAULT.moe_sync_s, "measured_ratio": validation.moe_sync_measured()}
+
+
+def without_sync():
+    """The default calibration with the MoE dispatcher's host sync switched off."""
+    return replace(DEFAULT, off=DEFAULT.off | {"host"})
+
+
 def error_summary(frame: pd.DataFrame) -> dict:
     """Mean signed and absolute error, worst run and count beyond 30% (percent)."""
     err = frame["error_pct"]
@@ -201,5 +214,5 @@ __all__ = ["SEED_MODEL", "SEED_GPU", "SEED_GPUS", "SEED_LAYOUT", "DOMAINS", "EP_
            "domain_cluster", "seed_layout", "ep_share_frame", "EP_CONTROLS", "EP_CHART",
            "copies_table", "sensitivity_frame", "grouped_gemm_frame", "SEED_MOE_MACHINES",
            "SEED_MOE_BATCH", "seed_moe_outcomes", "seed_moe_table", "MOE_MODELS",
-           "validation_frame", "ep_overlap_fit",
+           "validation_frame", "ep_overlap_fit", "sync_fit", "without_sync",
            "error_summary", "system_of"]
