@@ -57,11 +57,12 @@ def model_flops_per_token(model: Transformer, convention: str = "megatron") -> f
 
     ``megatron``: 6 x the weights a token multiplies (output layer included) + 12 s a d per
     layer for attention counted over the full s x s score matrix: Narayanan et al. 2021,
-    Appendix (72 B s l h^2 (1 + s/6h + V/12lh) per step for GPT), Megatron-LM's
-    ``num_floating_point_operations`` and NeMo's ``flops_formulas`` report this.
-    ``bridge``: the same with causal attention (half the score matrix), as
-    Megatron-Bridge's ``flop_utils`` counts it. ``6n``: 6 x active parameters, no attention
-    (Kaplan et al. 2020).
+    Appendix (72 B s l h^2 (1 + s/6h + V/12lh) per step for GPT), earlier versions of
+    Megatron-LM's ``num_floating_point_operations`` and NeMo's ``flops_formulas`` report this.
+    ``bridge``: the same with causal attention (half the score matrix), as Megatron-Bridge's
+    ``flop_utils`` counts it and Megatron-LM's current ``num_floating_point_operations`` does
+    ("causal mask (only half of the mask is non-zero)"). ``6n``: 6 x active parameters, no
+    attention (Kaplan et al. 2020).
     """
     model = as_transformer("model", model)
     checks.choice("convention", convention, FLOP_CONVENTIONS)
