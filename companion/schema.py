@@ -182,7 +182,9 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
                allowed=PRECISIONS),
         Column("ep_overlap", "bool", required=False, blank=True),
         Column("dispatcher", "choice", required=False, blank=True,
-               allowed=("alltoall", "deepep"))),
+               allowed=("alltoall", "deepep")),
+        _num("domain_gpus", "GPUs per scale-up domain the job uses", kind="int", minimum=1,
+             required=False)),
         "one published training run: layout and measured speed"),
     Schema("published_measurements.csv", "id", (
         _text("id"), _text("kind"),

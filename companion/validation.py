@@ -22,9 +22,9 @@ import pandas as pd
 from companion import checks, hardware, schema
 from companion.calibration import DEFAULT, Calibration
 from companion.estimator import price
-from companion.machine import Stack, stack
+from companion.machine import Stack, cluster, stack
 from companion.model import Layout, Transformer, preset
-from companion.steptime import FLOP_CONVENTIONS
+from companion.steptime import FLOP_CONVENTIONS, model_flops_per_token
 
 
 PUBLISHED_RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs.csv"
@@ -48,8 +48,8 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
     against (Korthikanti et al. 2022 Table 5, Narayanan et al. 2021 Table 1); ``held_out=True``
     gives the later runs (H100, B200, GB200; FP8) that were never used to set anything.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
-    converts with the source's own FLOP count (column ``flop_convention``; only the Narayanan
-    rows need it). ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs
+    converts with the source's own FLOP count (column ``flop_convention``: Narayanan et al.'s
+    formula for their rows, :func:`companion.steptime.model_flops_per_token` for the others). ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs
     (True, the chapter "Expert parallelism" validates them) or both (None); every MoE run is
     held out, and :func:`cross_validation` never fits a constant on one.
     """
@@ -70,9 +70,12 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
         tokens = r["measured_tokens_per_s_per_gpu"]
         if pd.notna(tokens):
             step = r["global_batch"] * model.seq_len / (r["num_gpus"] * tokens)
-        else:
-            step = _narayanan_flops(model, int(r["global_batch"])) / (
-                r["num_gpus"] * r["measured_tflops_per_gpu"] * 1e12)
+        else:  # the FLOPs the source counted per step, over what it reports per second
+            conv = _convention(r)
+            flops = (_narayanan_flops(model, int(r["global_batch"])) if conv == "narayanan"
+                     else model_flops_per_token(model, conv) * r["global_batch"]
+                     * model.seq_len)
+            step = flops / (r["num_gpus"] * r["measured_tflops_per_gpu"] * 1e12)
         runs.loc[i, "measured_step_time_s"] = step
     runs["step_time_derived"] = derived
     return runs
@@ -166,7 +169,7 @@ def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
 
 def _price_row(row, calibration: Calibration, **kw):
     """The model's estimate of one published run, as the run was laid out and configured."""
-    return price(row["model"], run_layout(row), row["gpu"], system=_system(row),
+    return price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
                  software=run_stack(row), calibration=calibration,
                  uneven_stages=_needs_uneven(row), **kw)
 
@@ -177,10 +180,21 @@ def _convention(row) -> str:
                          FLOP_CONVENTIONS + ("narayanan",))
 
 
-def _system(row):
-    # The A100 rows name Selene, which is not in the registry: None picks DGX A100 for them.
+def run_cluster(row):
+    """The system a published run ran on, as :func:`companion.estimator.price` takes it: the
+    row's ``system`` (None where the registry lacks it, e.g. Selene: the GPU's usual node),
+    or, where the row gives ``domain_gpus``, that system's cluster with that many GPUs in
+    each scale-up domain (the job's ranks packed into part of each NVL72 rack)."""
     name = row.get("system")
-    return name if isinstance(name, str) and name in _system_names() else None
+    name = name if isinstance(name, str) and name in _system_names() else None
+    # A job that places fewer ranks in each scale-up domain than the domain holds (Megatron's
+    # HybridEP told NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=64 on 72-GPU NVL72 racks) packs
+    # its ranks into domains of that size
+    if _given(row.get("domain_gpus")):
+        full = cluster(row["gpu"], name)
+        return replace(full, name=f"{full.name} ({int(row['domain_gpus'])} GPUs per domain)",
+                       gpus_per_domain=int(row["domain_gpus"]))
+    return name
 
 
 @functools.cache
@@ -504,7 +518,7 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
-           "band_table", "BANDS_CSV", "ep_overlap_measured", "ep_overlap_ratio",
+           "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
            "fitted_ep_overlap_hidden", "MOE_SYNC_FITTING", "moe_sync_measured",
            "moe_sync_ratio", "fitted_moe_sync_s",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "ROLES"]

@@ -427,3 +427,21 @@ def test_the_moe_sync_constant_is_the_recipe_pairs_refit():
                              calibration=off).moe_sync_s == 0
     with pytest.raises(ValueError, match="moe_sync_s"):
         replace(DEFAULT, moe_sync_s=-1e-3)
+
+
+def test_a_run_that_packs_64_gpus_per_nvl72_rack_is_priced_so():
+    """Megatron-LM's Qwen3-235B-A22B GB200 recipe (128 GPUs, EP 64) tells HybridEP
+    NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=64 on 72-GPU racks: each EP-64 group sits in one
+    NVLink domain. Packed 72 to a rack, the second group would straddle two racks (ranks 64-71
+    in the first, 72-127 in the second) and send part of its all-to-all over InfiniBand."""
+    from companion import validation as V
+    runs = parallel.published_runs(True, moe=True).set_index("run_id")
+    row = runs.loc["mcorerecipes_gb200_qwen3_235b_a22b_128_mxfp8_fullcg"]
+    cl = V.run_cluster(row)
+    assert cl.gpus_per_domain == 64 and "64 GPUs per domain" in cl.name
+    plain = row.drop("domain_gpus")
+    assert V.run_cluster(plain) == "GB200 NVL72"
+    packed = V._price_row(row, V.DEFAULT)
+    straddled = V._price_row(plain, V.DEFAULT)
+    assert packed.ep_exposed_s < straddled.ep_exposed_s
+    assert packed.gemm_s == straddled.gemm_s
