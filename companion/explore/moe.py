@@ -166,9 +166,9 @@ def validation_frame(calibration=DEFAULT) -> pd.DataFrame:
     v = parallel.validate(calibration, held_out=True, moe=True)
     runs = parallel.published_runs(held_out=True, moe=True)  # same rows, same order
     v["ep"] = runs["ep"]
-    # the MLPerf submissions capture the whole iteration in one CUDA graph (config names end in
-    # "_full_cg"): no host launches are left to expose
-    v["full_graph"] = runs["notes"].str.contains("full-iteration CUDA graph", regex=False)
+    # the runs that capture the whole iteration in one CUDA graph (the MLPerf submissions, the
+    # MoE recipes' paged-stash variants): no host launches or syncs are left to expose
+    v["full_graph"] = [validation.run_stack(r).cuda_graphs for _, r in runs.iterrows()]
     cols = ["run_id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "full_graph",
             "measured_step_time_s", "predicted_step_time_s", "error_pct"]
     return v[cols]
