@@ -53,19 +53,19 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   host's part ("eliding CPU overhead is the main benefit", PyTorch blog, *Accelerating
   PyTorch with CUDA Graphs*, 2021). Megatron-Bridge runs without graphs unless a recipe
   sets ``cuda_graph_impl``.
-- ``ep_overlap_hidden`` 0.46: the fraction of the expert all-to-all that Megatron-Core's
+- ``ep_overlap_hidden`` 0.47: the fraction of the expert all-to-all that Megatron-Core's
   batch-level overlap (``--overlap-moe-expert-parallel-comm``, the other microbatch's
   compute running while one microbatch dispatches or combines) hides, of what the MoE layers'
   compute could hide. Set on MoE runs: the Megatron-MoE model zoo's paired
   Qwen3-235B-A22B rows on 256 H100s, EP32 with DeepEP, a 19.7 s step without the overlap
   and 17.6 s with it ("+1f1b overlap"), 1.12x; with every other constant fixed (``moe_sync_s``
-  included), hiding 0.46 of the hideable all-to-all reproduces that ratio
+  included), hiding 0.47 of the hideable all-to-all reproduces that ratio
   (:func:`companion.validation.fitted_ep_overlap_hidden`; the two rows are a ``fit`` pair of
   the MoE family and every other MoE run stays held out). Hiding all of it would price the
   pair 1.30x apart. What the rest is made of is not measured here: the overlapped segments do
   not line up one for one (a dispatch longer than the other microbatch's attention stays
   exposed), and Megatron-Bridge PR 1760 turned the overlap off on B200 "due to CPU overhead".
-- ``moe_sync_s`` 2.4 ms: the time the GPU idles per MoE layer forward (and per recompute of
+- ``moe_sync_s`` 2.5 ms: the time the GPU idles per MoE layer forward (and per recompute of
   one) because the token dispatcher blocks the host. Megatron-Core's all-to-all dispatcher
   copies the routing counts to the host and waits on them once per MoE layer forward
   (``megatron/core/transformer/moe/token_dispatcher.py``: ``d2h_event.synchronize()`` at
@@ -79,15 +79,19 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   rows it was set on: Megatron-LM's Qwen3-30B-A3B recipes on 16 GB200s (TP1 EP16,
   microbatch 4, MXFP8, HybridEP) at 480.3 model TFLOP/s per GPU with the dispatcher eager
   and 598.1 with the whole step in one graph and the sync-free paged stash (Megatron-LM PR
-  5728), 1.245x; 2.4 ms reproduces it (:func:`companion.validation.fitted_moe_sync_s`). The
+  5728), 1.245x; 2.5 ms reproduces it (:func:`companion.validation.fitted_moe_sync_s`). The
   graphed recipe also turns on a fused grouped-MLP kernel (``NVTE_CUTEDSL_FUSED_GROUPED_MLP``)
-  that the pair cannot separate, so 2.4 ms is an upper bound on the sync alone. One value
+  that the pair cannot separate, so 2.5 ms is an upper bound on the sync alone. One value
   per layer whatever the microbatch: a larger microbatch gives the GPU longer kernels to
   hide the host behind, which this does not model.
 - ``attention_efficiency`` is the fallback for GPUs without a published fused-attention
   record; :func:`attention_fraction` reads ``kind == "attention"`` rows of
   ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
-  and direction; Blackwell from FlashAttention-4's paper) and interpolates in sequence length.
+  and direction, from the FlashAttention-3 paper's benchmarks; B200, GB200 and GB300 from
+  NVIDIA cudnn-frontend's training SDPA benchmark, causal, 128 query and 8 KV heads, 512 to
+  131,072 tokens, cuDNN 9.13-9.17) and interpolates in sequence length. On Blackwell the
+  backward pass reaches 0.42-0.54 of the BF16 peak, well below the 0.60 fallback it had
+  before those records.
 
 One table sits under the first constant: how close the best GEMM of a microbenchmark gets to
 the datasheet differs by GPU and by precision, and published measurements say by how much.
@@ -143,8 +147,8 @@ class Calibration:
     overlap_slowdown: float = 0.189
     kernel_gap_s: float = 3.0e-6
     graph_gap_s: float = 1.0e-6
-    ep_overlap_hidden: float = 0.46
-    moe_sync_s: float = 2.4e-3
+    ep_overlap_hidden: float = 0.47
+    moe_sync_s: float = 2.5e-3
     off: frozenset = frozenset()
 
     def __post_init__(self):

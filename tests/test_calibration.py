@@ -173,3 +173,20 @@ def test_mxfp8_gemms_pay_for_their_block_scales():
     mx = parallel.estimate("llama3-70b", lay, "GB200", software="megatron-bridge-mxfp8")
     # every GEMM but the 16-bit output layer pays the factor
     assert cs.gemm_s < mx.gemm_s < cs.gemm_s * cal.block_scaled_gemm_slowdown()
+
+
+def test_blackwell_attention_follows_cudnn_frontends_training_benchmark():
+    # NVIDIA cudnn-frontend, benchmark/sdpa_benchmark_training/artifacts, BF16, causal, batch 1,
+    # 128 query / 8 KV heads of 128: B200 (pyt_cudnn, cuDNN 9.13.1) at 32,768 tokens forward
+    # 1419.000 and backward 1108.688 TFLOP/s of 2,250; GB200 (cudnn_fe, cuDNN 9.17.0) at 8,192
+    # forward 1584 and backward 1211 of 2,500
+    assert cal.attention_fraction("B200", "fwd", 32768) == pytest.approx(1419.0 / 2250)
+    assert cal.attention_fraction("B200", "bwd", 32768) == pytest.approx(1108.688 / 2250)
+    assert cal.attention_fraction("GB200", "fwd", 8192) == pytest.approx(1584 / 2500)
+    assert cal.attention_fraction("GB200", "bwd", 8192) == pytest.approx(1211 / 2500)
+    # held flat beyond the measured range, interpolated in log length inside it
+    assert cal.attention_fraction("GB300", "bwd", 262144) == pytest.approx(1280.022 / 2500)
+    mid = cal.attention_fraction("B200", "bwd", 11585)  # ~sqrt(8192 x 16384)
+    assert 942.509 / 2250 < mid < 1074.776 / 2250
+    # the backward pass runs well below the 0.60 fallback the model used before these records
+    assert cal.attention_fraction("B200", "bwd", 8192) < cal.DEFAULT.attention_efficiency
