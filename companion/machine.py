@@ -74,6 +74,9 @@ class Stack:
     grad_reduce_bytes: int = 2
     fp8_scaling: str = "delayed"
     fused_cross_entropy: bool = True
+    #: the whole step captured in CUDA graphs: kernel gaps at ``Calibration.graph_gap_s``, and
+    #: for MoE layers the sync-free dispatch such graphs need, so no host sync
+    #: (``Calibration.moe_sync_s``)
     cuda_graphs: bool = False
     #: the MoE token dispatcher (``alltoall`` or ``deepep``); None: the stack's own
     #: (:data:`companion.moe.STACK_DISPATCHER`)
