@@ -243,12 +243,17 @@ def _all_to_all_s(tokens, n, stride, world, model, gpu, cl, cal, st, fp8, skew, 
     up_Bps, out_Bps = moe.achieved_Bps(gpu, cl.scaleup_Bps, cl.scaleout_Bps,
                                        cal.scaleup_efficiency)
     kw = dict(nvlink_copies=nvl, network_copies=net, nvlink_Bps=up_Bps, network_Bps=out_Bps,
-              routing_skew=skew, recompute_forward=(rc == 2) | (rc == 3),
+              routing_skew=skew, recompute_forward=_reruns_moe(rc),
               nvlink_latency_s=NCCL_NVLINK_STEP_S,
               network_latency_s=NCCL_NET_STEP_S)
     out = np.where(fp8 == 1, moe.layer_all_to_all_s(tokens, model.hidden, "fp8", **kw),
                    moe.layer_all_to_all_s(tokens, model.hidden, "bf16", **kw))
     return np.where(n > 1, out, 0.0).reshape(shape)
+
+
+def _reruns_moe(rc):
+    # full recompute and MoE recompute run an MoE layer's forward (dispatch included) twice
+    return (rc == RECOMPUTE_CODE["full"]) | (rc == RECOMPUTE_CODE["moe"])
 
 
 def _send_s(size, stride, cl, cal):
@@ -417,7 +422,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # while the host launches the rest of the layer. Recomputing the layer blocks again. Only
     # whole-step CUDA graphs with a sync-free MoE path (fixed-capacity buffers) avoid it.
     sync = 0.0 if st.cuda_graphs or "host" in cal.off else (
-        fm * cal.moe_sync_s * (1 + (rc == 2) + (rc == 3)))
+        fm * cal.moe_sync_s * (1 + _reruns_moe(rc)))
     per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap + sync
     t_mb = lst * per_layer + logits + logits_b + ce
     bubble = (p - 1) / v * t_mb

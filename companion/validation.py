@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from companion import checks, hardware, schema
-from companion.calibration import DEFAULT, Calibration
+from companion.calibration import DEFAULT, MEASUREMENTS_CSV, Calibration
 from companion.estimator import price
 from companion.machine import Stack, cluster, stack
 from companion.model import Layout, Transformer, preset
@@ -49,9 +49,10 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
     gives the later runs (H100, B200, GB200; FP8) that were never used to set anything.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
     converts with the source's own FLOP count (column ``flop_convention``: Narayanan et al.'s
-    formula for their rows, :func:`companion.steptime.model_flops_per_token` for the others). ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs
-    (True, the chapter "Expert parallelism" validates them) or both (None); every MoE run is
-    held out, and :func:`cross_validation` never fits a constant on one.
+    formula for their rows, :func:`companion.steptime.model_flops_per_token` for the others).
+    ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs (True, the
+    chapter "Expert parallelism" validates them) or both (None); every MoE run is held out,
+    and :func:`cross_validation` never fits a constant on one.
     """
     if not isinstance(held_out, bool):
         raise TypeError(f"held_out must be True or False; got {held_out!r}")
@@ -129,8 +130,8 @@ def run_stack(row) -> Stack:
     expert all-to-all hidden behind compute, as Megatron-Core's
     ``--overlap-moe-expert-parallel-comm`` does) and ``dispatcher`` (``alltoall``: Megatron's
     NCCL all-to-all token dispatcher; ``deepep``: its flex dispatcher with DeepEP or HybridEP)
-    where the CSV gives them (empty: the stack's default). NVIDIA's performance configurations reduce gradients
-    in BF16 (Megatron-Bridge ``scripts/performance/configs/llama/llama3_llm_pretrain.py``,
+    where the CSV gives them (empty: the stack's default). NVIDIA's performance configurations
+    reduce gradients in BF16 (Megatron-Bridge ``scripts/performance/configs/llama/llama3_llm_pretrain.py``,
     ``set_llama3_common_configs``: ``grad_reduce_in_fp32 = False``; NeMo 2's
     ``scripts/performance/llm`` likewise), against the FP32 default of Megatron-LM's
     ``--bf16`` and Megatron-Bridge's library recipes; the same set runs Llama 3 8B on
@@ -344,9 +345,13 @@ def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
     alone: the fraction (to 0.01) at which :func:`companion.validation.ep_overlap_ratio`
     equals :func:`companion.validation.ep_overlap_measured`. The default calibration carries
     it (a test pins that)."""
-    grid = np.round(np.linspace(0.0, 1.0, 101), 2)
-    ratios = np.array([ep_overlap_ratio(f, calibration) for f in grid])
-    return float(grid[np.argmin(np.abs(ratios - ep_overlap_measured()))])
+    return _grid_fit(np.round(np.linspace(0.0, 1.0, 101), 2),
+                     lambda f: ep_overlap_ratio(f, calibration), ep_overlap_measured())
+
+
+def _grid_fit(grid, model_ratio, measured: float) -> float:
+    # a constant set on one measured pair: the grid value whose modelled ratio is nearest
+    return float(grid[np.argmin(np.abs(np.array([model_ratio(x) for x in grid]) - measured))])
 
 
 #: MoE: ``moe_sync_s``, from Megatron-LM's paired Qwen3-30B-A3B recipes on 16 GB200s
@@ -359,7 +364,8 @@ MOE_SYNC_FITTING = ("mcore-moe-recipe-qwen3-30b-gb200-mxfp8-partial-cg",
 def moe_sync_measured() -> float:
     """The step of the eager-dispatcher recipe of :data:`MOE_SYNC_FITTING` over the
     whole-step-graph one (the same FLOPs per step: 598.1 / 480.3 model TFLOP/s per GPU)."""
-    df = pd.read_csv(PUBLISHED_RUNS.with_name("published_measurements.csv")).set_index("id")
+    schema.check(MEASUREMENTS_CSV)
+    df = pd.read_csv(MEASUREMENTS_CSV).set_index("id")
     eager, graphed = (float(df.loc[i, "value"]) for i in MOE_SYNC_FITTING)
     return graphed / eager
 
@@ -383,9 +389,8 @@ def fitted_moe_sync_s(calibration: Calibration = DEFAULT) -> float:
     """``moe_sync_s`` refitted on :data:`MOE_SYNC_FITTING` alone: the value (to 0.1 ms) at
     which :func:`moe_sync_ratio` equals :func:`moe_sync_measured`. The default calibration
     carries it (a test pins that)."""
-    grid = np.round(np.arange(0.0, 10.05e-3, 0.1e-3), 5)
-    ratios = np.array([moe_sync_ratio(h, calibration) for h in grid])
-    return float(grid[np.argmin(np.abs(ratios - moe_sync_measured()))])
+    return _grid_fit(np.round(np.arange(0.0, 10.05e-3, 0.1e-3), 5),
+                     lambda h: moe_sync_ratio(h, calibration), moe_sync_measured())
 
 
 def family_errors(by=("generation",), calibration: Calibration = DEFAULT) -> pd.DataFrame:
