@@ -88,10 +88,13 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   record; :func:`attention_fraction` reads ``kind == "attention"`` rows of
   ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
   and direction, from the FlashAttention-3 paper's benchmarks; B200, GB200 and GB300 from
-  NVIDIA cudnn-frontend's training SDPA benchmark, causal, 128 query and 8 KV heads, 512 to
-  131,072 tokens, cuDNN 9.13-9.17) and interpolates in sequence length. On Blackwell the
-  backward pass reaches 0.42-0.54 of the BF16 peak, well below the 0.60 fallback it had
-  before those records.
+  NVIDIA cudnn-frontend's training SDPA benchmark, causal, 8 KV heads of 128: B200 cuDNN
+  9.13.1 through PyTorch's SDPA and GB200 9.17.0 through the frontend, 128 query heads, 512
+  to 131,072 tokens; GB300 9.19.1, 64 query heads, 2,048 to 32,768 tokens, from the run that
+  measured GB200 with the same release, which puts GB300 1.1-1.4x ahead of GB200 where the
+  older 9.13.1 PyTorch-SDPA records had it behind) and interpolates in sequence length. On
+  Blackwell the backward pass reaches 0.42-0.62 of the BF16 peak, below the 0.60 fallback it
+  had before those records at every length but GB300's longest.
 
 One table sits under the first constant: how close the best GEMM of a microbenchmark gets to
 the datasheet differs by GPU and by precision, and published measurements say by how much.
@@ -269,11 +272,15 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
 
 
 # -- fused attention -------------------------------------------------------------------------
+#: the ``kind`` of ``data/published_measurements.csv`` rows that time each attention kernel
+ATTENTION_RECORD_KINDS = {"cudnn": "attention", "flash-attn-2": "attention_fa2"}
+
+
 @functools.cache
-def _attention_records() -> pd.DataFrame:
+def _attention_records(kernel: str = "cudnn") -> pd.DataFrame:
     schema.check(MEASUREMENTS_CSV)
     df = pd.read_csv(MEASUREMENTS_CSV)
-    df = df[df["kind"] == "attention"]
+    df = df[df["kind"] == ATTENTION_RECORD_KINDS[kernel]]
     rows = []
     for _, r in df.iterrows():
         g = hardware.gpu(r["hardware"])
@@ -282,12 +289,13 @@ def _attention_records() -> pd.DataFrame:
         rows.append({"key": g.key, "family": g.family, "direction": direction,
                      "seq_len": int(seq), "fraction": float(r["value"]) / g.peak_flops("bf16"),
                      "id": r["id"]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["key", "family", "direction", "seq_len", "fraction", "id"])
 
 
 @functools.cache
-def _attention(key: str, fam: str, direction: str, seq_len: int, fallback: float):
-    rec = _attention_records()
+def _attention(key: str, fam: str, direction: str, seq_len: int, fallback: float,
+               kernel: str = "cudnn"):
+    rec = _attention_records(kernel)
     rec = rec[rec["direction"] == direction]
     for label, rows in (("measured", rec[rec["key"] == key]),
                         (f"{fam} family", rec[rec["family"] == fam])):
@@ -296,22 +304,30 @@ def _attention(key: str, fam: str, direction: str, seq_len: int, fallback: float
             frac = float(np.interp(np.log(seq_len), np.log(rows.index.to_numpy(float)),
                                    rows.to_numpy()))
             return frac, f"{label}: {len(rows)} sequence lengths, interpolated"
+    if kernel != "cudnn":  # the fallback describes cuDNN-class kernels, not an older one
+        have = sorted(set(_attention_records(kernel)["key"]))
+        raise ValueError(f"no {kernel} attention record for the {fam} family; records exist "
+                         f"for {', '.join(hardware.gpu(k).name for k in have) or 'no GPU'}")
     return fallback, "no fused-attention record: attention_efficiency"
 
 
 def attention_fraction(gpu, direction: str, seq_len: int,
-                       calibration: Calibration | None = None) -> float:
+                       calibration: Calibration | None = None, kernel: str = "cudnn") -> float:
     """Fraction of the dense BF16 peak that fused causal attention (head dim 128) reaches on
-    ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len``: published records of this GPU or
-    its family, interpolated in log sequence length and held flat beyond the measured range;
-    ``calibration.attention_efficiency`` where none exists."""
+    ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len`` with ``kernel`` (``"cudnn"`` or
+    ``"flash-attn-2"``): published records of that kernel on this GPU or its family,
+    interpolated in log sequence length and held flat beyond the measured range;
+    ``calibration.attention_efficiency`` where no cuDNN record exists, and a ValueError where
+    no FlashAttention-2 record does."""
     g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
     checks.choice("direction", direction, ("fwd", "bwd"))
     checks.number("seq_len", seq_len, integer=True, minimum=1)
+    checks.choice("kernel", kernel, ATTENTION_RECORD_KINDS)
     if "attention" in cal.off:
         return cal.attention_efficiency
-    return _attention(g.key, g.family, direction, int(seq_len), cal.attention_efficiency)[0]
+    return _attention(g.key, g.family, direction, int(seq_len), cal.attention_efficiency,
+                      kernel)[0]
 
 
 # -- the rate a step sustains -------------------------------------------------------------------
@@ -460,5 +476,6 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
 
 
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",
-           "mamf_records", "sustained_fraction", "attention_fraction", "MECHANISMS",
+           "mamf_records", "sustained_fraction", "attention_fraction", "ATTENTION_RECORD_KINDS",
+           "MECHANISMS",
            "quantization_bytes", "block_scaled_gemm_slowdown", "te_profile_elements", "QUANT_RECIPES", "linear_times", "TE_PROFILE_SHAPES"]

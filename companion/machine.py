@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass
 
 from companion import checks, hardware
+from companion.model import ATTENTION_KERNELS
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,15 @@ class Stack:
     #: the MoE token dispatcher (``alltoall`` or ``deepep``); None: the stack's own
     #: (:data:`companion.moe.STACK_DISPATCHER`)
     moe_dispatcher: str | None = None
+    #: the fused-attention kernel: ``cudnn`` (Transformer Engine's choice on Hopper and
+    #: Blackwell since TE 1.2) or ``flash-attn-2`` (what TE runs when ``NVTE_FUSED_ATTN=0``
+    #: switches cuDNN off, as NeMo-Framework-Launcher's configuration for the 24.03.01
+    #: container did), each priced from its own published records
+    attention_kernel: str = "cudnn"
 
     def __post_init__(self):
         checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current", "mxfp8"))
+        checks.choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
         if self.moe_dispatcher is not None:
             checks.choice("moe_dispatcher", self.moe_dispatcher, ("alltoall", "deepep"))
 

@@ -22,6 +22,9 @@ FFN_TYPES = ("gelu", "swiglu")
 # selective --recompute-modules core_attn moe): dense models run it as "selective"
 RECOMPUTE = ("none", "selective", "full", "moe")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
+#: fused-attention kernels a software stack can run
+#: (:attr:`companion.machine.Stack.attention_kernel`)
+ATTENTION_KERNELS = ("cudnn", "flash-attn-2")
 
 
 def _int(param, value, minimum=1):

@@ -26,7 +26,7 @@ from pathlib import Path
 from companion import checks
 # the layout vocabulary is the model's own: a recompute mode or precision added there is legal
 # in published_runs.csv without a second edit here
-from companion.model import PRECISIONS, RECOMPUTE
+from companion.model import ATTENTION_KERNELS, PRECISIONS, RECOMPUTE
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
@@ -184,7 +184,9 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         Column("dispatcher", "choice", required=False, blank=True,
                allowed=("alltoall", "deepep")),
         _num("domain_gpus", "GPUs per scale-up domain the job uses", kind="int", minimum=1,
-             required=False)),
+             required=False),
+        Column("attention_kernel", "choice", required=False, blank=True,
+               allowed=ATTENTION_KERNELS)),
         "one published training run: layout and measured speed"),
     Schema("published_measurements.csv", "id", (
         _text("id"), _text("kind"),

@@ -149,8 +149,9 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
         flops = attention(s, a, d, kv_heads=kv, causal=st.causal, flash=True).flops * mb / (t * cp)
         spec = getattr(g, "gpu", g)
         rate = g.peak_flops(p16) * sustained_fraction(spec, p16, cal)
-        core = flops / (rate * _attention_fractions(spec, "fwd", sl, cal))
-        core_b = 2.5 * flops / (rate * _attention_fractions(spec, "bwd", sl, cal))
+        kernel = st.attention_kernel
+        core = flops / (rate * _attention_fractions(spec, "fwd", sl, cal, kernel))
+        core_b = 2.5 * flops / (rate * _attention_fractions(spec, "bwd", sl, cal, kernel))
         out.update(core=core, core_b=core_b, score_bytes=zero)
     else:  # Megatron's unfused path: two batched GEMMs and a materialized score matrix
         heads = mb * a // t
@@ -159,10 +160,11 @@ def _kernels(model, g, cal, st, precision, t, mb, cp, ep, et=None, skew=1.0):
     return out
 
 
-def _attention_fractions(spec, direction, seq, cal):
+def _attention_fractions(spec, direction, seq, cal, kernel="cudnn"):
     """:func:`companion.calibration.attention_fraction` over an array of sequence lengths."""
     seq = np.asarray(seq)
-    vals = {int(x): attention_fraction(spec, direction, int(x), cal) for x in np.unique(seq)}
+    vals = {int(x): attention_fraction(spec, direction, int(x), cal, kernel)
+            for x in np.unique(seq)}
     return np.vectorize(vals.__getitem__, otypes=[float])(seq) if seq.ndim else vals[int(seq)]
 
 

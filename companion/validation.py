@@ -13,7 +13,7 @@ predicts that source; :func:`band` turns the cross-validated errors of the match
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -111,8 +111,11 @@ def _true(value) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _run_stack(software: str, grad_bytes, graphs, ep_overlap=None, dispatcher=None) -> Stack:
+def _run_stack(software: str, grad_bytes, graphs, ep_overlap=None, dispatcher=None,
+               attention=None) -> Stack:
     st = stack(software)
+    if _given(attention):
+        st = replace(st, attention_kernel=str(attention))
     if _given(grad_bytes):
         st = replace(st, grad_reduce_bytes=int(grad_bytes))
     if _given(graphs):
@@ -130,7 +133,8 @@ def run_stack(row) -> Stack:
     expert all-to-all hidden behind compute, as Megatron-Core's
     ``--overlap-moe-expert-parallel-comm`` does) and ``dispatcher`` (``alltoall``: Megatron's
     NCCL all-to-all token dispatcher; ``deepep``: its flex dispatcher with DeepEP or HybridEP)
-    where the CSV gives them (empty: the stack's default). NVIDIA's performance configurations
+    and ``attention_kernel`` (``flash-attn-2`` where the run's launcher switched cuDNN
+    attention off) where the CSV gives them (empty: the stack's default). NVIDIA's performance configurations
     reduce gradients in BF16 (Megatron-Bridge ``scripts/performance/configs/llama/llama3_llm_pretrain.py``,
     ``set_llama3_common_configs``: ``grad_reduce_in_fp32 = False``; NeMo 2's
     ``scripts/performance/llm`` likewise), against the FP32 default of Megatron-LM's
@@ -138,7 +142,7 @@ def run_stack(row) -> Stack:
     Blackwell with full-iteration CUDA graphs (``llama3_workload_base_configs.py``:
     ``cuda_graph_scope="full_iteration"``)."""
     return _run_stack(str(row["software"]), row.get("grad_reduce_bytes"), row.get("cuda_graphs"),
-                      row.get("ep_overlap"), row.get("dispatcher"))
+                      row.get("ep_overlap"), row.get("dispatcher"), row.get("attention_kernel"))
 
 
 def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
@@ -173,6 +177,30 @@ def _price_row(row, calibration: Calibration, **kw):
     return price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
                  software=run_stack(row), calibration=calibration,
                  uneven_stages=_needs_uneven(row), **kw)
+
+
+def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, **stack_fields) -> pd.Series:
+    """Signed step-time error (percent, positive: the model is slower) of the published runs
+    ``run_ids`` priced with their stack changed by ``stack_fields`` (fields of
+    :class:`~companion.machine.Stack`, e.g. ``attention_kernel="cudnn"``): what a row's own
+    software facts explain, shown by taking one away."""
+    known = {f.name for f in fields(Stack)} - {"name"}
+    wrong = sorted(set(stack_fields) - known)
+    if wrong:
+        raise TypeError(f"errors_with_stack got {', '.join(wrong)}; Stack fields are "
+                        f"{', '.join(sorted(known))}")
+    runs = published_runs(True, None).set_index("run_id")
+    missing = [r for r in run_ids if r not in runs.index]
+    if missing:
+        raise ValueError(f"unknown run_ids {missing[:3]}; see data/published_runs.csv")
+    out = {}
+    for rid in run_ids:
+        row = runs.loc[rid]
+        st = replace(run_stack(row), **stack_fields)
+        est = price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
+                    software=st, calibration=calibration, uneven_stages=_needs_uneven(row))
+        out[rid] = 100 * (est.step_time_s / row["measured_step_time_s"] - 1)
+    return pd.Series(out, name="error_pct")
 
 
 def _convention(row) -> str:
@@ -525,5 +553,5 @@ __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout",
            "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
            "fitted_ep_overlap_hidden", "MOE_SYNC_FITTING", "moe_sync_measured",
-           "moe_sync_ratio", "fitted_moe_sync_s",
+           "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "ROLES"]

@@ -185,8 +185,65 @@ def test_blackwell_attention_follows_cudnn_frontends_training_benchmark():
     assert cal.attention_fraction("GB200", "fwd", 8192) == pytest.approx(1584 / 2500)
     assert cal.attention_fraction("GB200", "bwd", 8192) == pytest.approx(1211 / 2500)
     # held flat beyond the measured range, interpolated in log length inside it
-    assert cal.attention_fraction("GB300", "bwd", 262144) == pytest.approx(1280.022 / 2500)
+    assert cal.attention_fraction("GB300", "bwd", 262144) == pytest.approx(1549 / 2500)
+    assert cal.attention_fraction("GB300", "fwd", 1024) == pytest.approx(1266 / 2500)
     mid = cal.attention_fraction("B200", "bwd", 11585)  # ~sqrt(8192 x 16384)
     assert 942.509 / 2250 < mid < 1074.776 / 2250
     # the backward pass runs well below the 0.60 fallback the model used before these records
     assert cal.attention_fraction("B200", "bwd", 8192) < cal.DEFAULT.attention_efficiency
+
+
+def test_gb300_attention_is_cudnn_9_19_measured_beside_gb200():
+    # cudnn-frontend results/gb300_919_only_cudnn and gb200_919_only_cudnn (llama3.1 config:
+    # 64 query / 8 KV heads of 128, batch 1, BF16, top_left causal, cuDNN backend 91901): GB300
+    # 1887 / 1385 TFLOP/s forward / backward at 8,192 tokens, GB200 1598 / 1311 with the same
+    # release. Blackwell Ultra runs attention faster than GB200 at every length measured.
+    assert cal.attention_fraction("GB300", "fwd", 8192) == pytest.approx(1887 / 2500)
+    assert cal.attention_fraction("GB300", "bwd", 8192) == pytest.approx(1385 / 2500)
+    for seq in (2048, 4096, 8192, 16384, 32768):
+        for d in ("fwd", "bwd"):
+            assert cal.attention_fraction("GB300", d, seq) > cal.attention_fraction("GB200", d, seq)
+    # the GB200 records' own release (9.17.0) agrees with 9.19.1 within 2% at 8,192 forward
+    assert cal.attention_fraction("GB200", "fwd", 8192) == pytest.approx(1598 / 2500, rel=0.02)
+
+
+def test_flash_attention_2_on_h100_follows_the_fa3_papers_own_bars():
+    # Shah et al. 2024 (arXiv:2407.08608), 'Attention forward/backward speed, head dim 128
+    # (H100 80GB SXM5)', FlashAttention-2 bars: 333 TFLOP/s forward (causal) and 318 backward
+    # at 8,192 tokens, 191 and 214 at 512
+    fa2 = "flash-attn-2"
+    assert cal.attention_fraction("H100", "fwd", 8192, kernel=fa2) == pytest.approx(333 / 989.4)
+    assert cal.attention_fraction("H100", "bwd", 8192, kernel=fa2) == pytest.approx(318 / 989.4)
+    assert cal.attention_fraction("H100", "bwd", 512, kernel=fa2) == pytest.approx(214 / 989.4)
+    # Transformer Engine's own H100 benchmark (docs/examples/attention/attention.ipynb @0f60e59,
+    # test_3: batch 2, 32 query / 4 KV heads of 128, 8,192 tokens, causal) times forward plus
+    # backward at 7.4875 ms with cuDNN and 11.8879 ms with flash-attn: 1.5877x. The two record
+    # sets, weighted as a step runs them (backward 2.5x the forward FLOPs), agree within 3%.
+    def step(kernel):
+        return (1 / cal.attention_fraction("H100", "fwd", 8192, kernel=kernel)
+                + 2.5 / cal.attention_fraction("H100", "bwd", 8192, kernel=kernel))
+    assert step(fa2) / step("cudnn") == pytest.approx(11.8879 / 7.4875, rel=0.03)
+
+
+def test_a_kernel_without_records_fails_loudly():
+    # the 0.60 fallback describes cuDNN-class kernels: FlashAttention-2 does not use
+    # Blackwell's tensor-core instructions, so borrowing it would be a silent wrong answer
+    with pytest.raises(ValueError, match="no flash-attn-2 attention record.*H100 SXM"):
+        cal.attention_fraction("B200", "fwd", 8192, kernel="flash-attn-2")
+    with pytest.raises(ValueError, match="kernel"):
+        cal.attention_fraction("H100", "fwd", 8192, kernel="fa2")
+
+
+def test_a_stack_that_runs_flash_attention_2_prices_attention_slower():
+    from dataclasses import replace
+    from companion.machine import stack
+    with pytest.raises(ValueError, match="attention_kernel"):
+        replace(stack("megatron-core"), attention_kernel="flash-attn-3")
+    lay = Layout(tp=2, pp=1, dp=8, cp=2, microbatch=1, global_batch=64, precision="fp8",
+                 sequence_parallel=True)
+    core = stack("megatron-core")
+    fa2 = replace(core, attention_kernel="flash-attn-2")
+    a = estimate("llama2-7b-s32k", lay, "H100", software=core)
+    b = estimate("llama2-7b-s32k", lay, "H100", software=fa2)
+    assert b.attention_s / a.attention_s == pytest.approx(1.6, rel=0.05)
+    assert b.gemm_s == a.gemm_s
