@@ -225,11 +225,24 @@ def test_flash_attention_2_on_h100_follows_the_fa3_papers_own_bars():
     assert step(fa2) / step("cudnn") == pytest.approx(11.8879 / 7.4875, rel=0.03)
 
 
+def test_flash_attention_2_on_blackwell_runs_far_below_cudnn():
+    # cudnn-frontend's training SDPA artifacts (@bb37575) time Dao's flash-attn 2 beside
+    # cuDNN: on a B200 399.925 / 318.004 TFLOP/s forward / backward at 8,192 tokens (causal,
+    # 128 query / 8 KV heads) against cuDNN's 1171.278 / 942.509: FlashAttention-2 issues no
+    # Blackwell tensor-core (tcgen05) instructions
+    fa2 = "flash-attn-2"
+    assert cal.attention_fraction("B200", "fwd", 8192, kernel=fa2) == pytest.approx(399.925 / 2250)
+    assert cal.attention_fraction("B200", "bwd", 8192, kernel=fa2) == pytest.approx(318.004 / 2250)
+    for gpu in ("B200", "GB200", "GB300"):
+        assert (cal.attention_fraction(gpu, "fwd", 8192, kernel=fa2)
+                < cal.attention_fraction(gpu, "fwd", 8192) / 2)
+
+
 def test_a_kernel_without_records_fails_loudly():
-    # the 0.60 fallback describes cuDNN-class kernels: FlashAttention-2 does not use
-    # Blackwell's tensor-core instructions, so borrowing it would be a silent wrong answer
-    with pytest.raises(ValueError, match="no flash-attn-2 attention record.*H100 SXM"):
-        cal.attention_fraction("B200", "fwd", 8192, kernel="flash-attn-2")
+    # the 0.60 fallback describes cuDNN-class kernels; no FlashAttention-2 record exists for
+    # an A100 here, and borrowing the fallback would be a silent guess
+    with pytest.raises(ValueError, match="no flash-attn-2 attention record.*Ampere.*H100 SXM"):
+        cal.attention_fraction("A100", "fwd", 8192, kernel="flash-attn-2")
     with pytest.raises(ValueError, match="kernel"):
         cal.attention_fraction("H100", "fwd", 8192, kernel="fa2")
 
