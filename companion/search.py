@@ -18,6 +18,7 @@ combination of what it depends on. ``benchmarks/search.py`` times it on Calculon
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,7 @@ import pandas as pd
 from companion import checks
 from companion.calibration import DEFAULT, Calibration
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, layout_text, preset
-from companion.machine import domain_fill, resolve
+from companion.machine import domain_fill, resolve, stack
 from companion.steptime import (derived_arrays, memory_arrays, stage_layers, step_arrays)
 from companion.validation import band
 
@@ -265,7 +266,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     cols["step_time_high_s"] = cols["step_time_s"] * hi
     frame = pd.DataFrame(cols)
     frame.attrs.update(candidates=n, feasible=int(fits.sum()), model=model.name,
-                       gpu=g.name, cluster=cl.name, stack=st.name, precision=precision,
+                       gpu=g.name, cluster=cl.name, stack=st.name,
+                       attention_kernel=st.attention_kernel, precision=precision,
                        flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
                        band_basis=basis)
     return frame
@@ -362,6 +364,9 @@ def main(argv=None) -> int:
     p.add_argument("--software", default="megatron-core", help="megatron-core, megatron-bridge, "
                    "megatron-bridge-mxfp8 or megatron-2022")
     p.add_argument("--precision", default="bf16", help="GEMM precision (bf16, fp16, fp8, fp4)")
+    p.add_argument("--attention-kernel", default=None,
+                   help="cudnn or flash-attn-2 (what Transformer Engine runs with "
+                        "NVTE_FUSED_ATTN=0); default: the software stack's")
     p.add_argument("--uneven-stages", action="store_true", help="allow PP not dividing layers")
     p.add_argument("--round-batch", action="store_true",
                    help="round the batch down to a multiple of DP (as Calculon does); layouts "
@@ -373,11 +378,14 @@ def main(argv=None) -> int:
         gpus = _count("--gpus", 1, MAX_GPUS)(args.gpus)
         batch = _count("--global-batch", 1, MAX_BATCH)(args.global_batch)
         top = _count("--top", 1, 10_000)(args.top)
+        software = stack(args.software)
+        if args.attention_kernel is not None:
+            software = replace(software, attention_kernel=args.attention_kernel)
         frame = search(args.model, args.gpu, gpus, batch, system=args.system,
-                       software=args.software, precision=args.precision,
+                       software=software, precision=args.precision,
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
                        zero=(0, 1, 2, 3))
-        fill = domain_fill(resolve(args.gpu, args.system, args.software)[2], gpus)
+        fill = domain_fill(resolve(args.gpu, args.system, software)[2], gpus)
     except (ValueError, TypeError, _Bad) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -395,7 +403,8 @@ def main(argv=None) -> int:
         print(json.dumps({**a, "mfu_convention": mfu_note, "domain_fill": fill.message,
                           "layouts": rows}, indent=1))
         return 0
-    print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}, "
+    kernel = "" if a["attention_kernel"] == "cudnn" else f", {a['attention_kernel']} attention"
+    print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}{kernel}, "
           f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit")
     if frame.empty:
         print("no layout fits in memory")

@@ -36,6 +36,21 @@ def test_plan_prints_layouts_and_json(capsys):
     assert main(["--help"]) == 0 and "plan" in capsys.readouterr().out
 
 
+def test_plan_can_run_flash_attention_2(capsys):
+    # what Transformer Engine runs when a launcher sets NVTE_FUSED_ATTN=0: slower attention,
+    # so a long-sequence step is slower than with the stack's cuDNN
+    argv = ["plan", "--model", "llama2-7b-s32k", "--gpu", "H100", "--gpus", "32",
+            "--global-batch", "64", "--precision", "fp8", "--top", "1", "--json"]
+    assert main(argv) == 0
+    cudnn = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--attention-kernel", "flash-attn-2"]) == 0
+    fa2 = json.loads(capsys.readouterr().out)
+    assert cudnn["attention_kernel"] == "cudnn" and fa2["attention_kernel"] == "flash-attn-2"
+    assert fa2["layouts"][0]["step_time_s"] > 1.2 * cudnn["layouts"][0]["step_time_s"]
+    assert main(argv[:-1] + ["--attention-kernel", "flash-attn-2"]) == 0
+    assert "flash-attn-2 attention" in capsys.readouterr().out
+
+
 def test_check_recomputes_claims_and_checks_exercises(capsys):
     # 128 NVL72 racks hold 128 x 72 = 9216 GPUs, not the seed's 8192: the verdict is "wrong"
     assert main(["check", "8192-gpus-in-128-nvl72"]) == 0
@@ -73,6 +88,10 @@ BAD = [
     (["bench", "collectives", "--procs", "100000"], "procs must be <= 1024"),
     (["bench", "collectives", "--sizes", "4X"], "not understood"),
     (["env", "--device", "tpu"], "--device"),
+    (["plan", "--model", "llama2-7b", "--gpu", "H100", "--gpus", "8", "--global-batch", "8",
+      "--attention-kernel", "fa3"], "allowed: cudnn, flash-attn-2"),
+    (["plan", "--model", "llama2-7b", "--gpu", "A100", "--gpus", "8", "--global-batch", "8",
+      "--attention-kernel", "flash-attn-2"], "no flash-attn-2 attention record"),
     (["check", "--exercise", "par-bubble-table5", "nan"], "finite"),
 ]
 
