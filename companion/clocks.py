@@ -9,11 +9,13 @@ What is measured and what is assumed:
 
 - the sustained rate at the board limit is measured (Transformer Engine's GEMM profiling
   tutorial on a B300; other Blackwells borrow it by family; Hopper has no record, so its
-  sustained rate is the burst rate, an optimistic bound);
+  sustained rate is the burst rate, an optimistic bound, which a published sustainable
+  rate on an H200 SXM puts within 5%: :func:`msmf_check`);
 - the clock a cap leaves is the power chapter's toy model, whose floor and exponent are the
   reader's assumptions;
 - the published points in :data:`PUBLISHED_POINTS` are third-party measurements of clocks and
-  GEMM rates under power limits, shown beside the model, never fitted to.
+  GEMM rates under power limits, shown beside the model, never fitted to; so are the sustained
+  matmul rates :func:`msmf_check` sets against it (H200 SXM and B200 BF16).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from companion import calibration, checks, hardware, power
+from companion import calibration, checks, hardware, power, schema
 
 
 def sustained_gemm_flops(gpu, precision: str = "bf16",
@@ -117,6 +119,24 @@ PUBLISHED_POINTS = (
 )
 
 
+def msmf_check(cal: calibration.Calibration | None = None) -> pd.DataFrame:
+    """The companion's sustained BF16 GEMM rate (:func:`sustained_gemm_flops`) beside each
+    published maximum *sustainable* matmul rate (``kind == "gemm_sustained"`` rows of
+    ``data/published_measurements.csv``: mamf-finder's MSMF, the best shape held over a 4 s
+    window once load has settled the clock at the power limit). A check, never fitted to:
+    ``ratio`` = model / published."""
+    schema.check(calibration.MEASUREMENTS_CSV)
+    df = pd.read_csv(calibration.MEASUREMENTS_CSV)
+    rows = []
+    for _, r in df[df["kind"] == "gemm_sustained"].iterrows():
+        g = hardware.gpu(r["hardware"])
+        model = sustained_gemm_flops(g, "bf16", cal)
+        rows.append({"GPU": g.name, "published MSMF (TFLOP/s)": r["value"] / 1e12,
+                     "model sustained (TFLOP/s)": model / 1e12, "ratio": model / r["value"],
+                     "id": r["id"]})
+    return pd.DataFrame(rows)
+
+
 def published_points() -> pd.DataFrame:
     """:data:`PUBLISHED_POINTS` as a table, with ``ratio`` = after / before."""
     df = pd.DataFrame(PUBLISHED_POINTS)
@@ -124,4 +144,4 @@ def published_points() -> pd.DataFrame:
 
 
 __all__ = ["sustained_gemm_flops", "CappedRate", "capped_gemm_flops", "sustained_table",
-           "cap_table", "PUBLISHED_POINTS", "published_points"]
+           "cap_table", "PUBLISHED_POINTS", "published_points", "msmf_check"]
