@@ -126,6 +126,7 @@ import numpy as np
 import pandas as pd
 
 from companion import checks, hardware, schema
+from companion.model import ATTENTION_KERNELS
 from companion.roofline import gemm_time_arrays
 
 
@@ -186,6 +187,23 @@ def _spec(gpu) -> hardware.GPU:
     return gpu if isinstance(gpu, hardware.GPU) else hardware.gpu(gpu)
 
 
+@functools.cache
+def _measurements() -> pd.DataFrame:
+    schema.check(MEASUREMENTS_CSV)
+    return pd.read_csv(MEASUREMENTS_CSV)
+
+
+def measurements(kind: str | None = None) -> pd.DataFrame:
+    """``data/published_measurements.csv``, schema-checked and read once per process: every
+    row, or those of one ``kind`` (``"gemm"``, ``"attention"``, ``"quantization"``, ...),
+    indexed by ``id`` (a copy: edit freely)."""
+    df = _measurements()
+    if kind is not None:
+        checks.choice("kind", kind, sorted(df["kind"].unique()))
+        df = df[df["kind"] == kind]
+    return df.set_index("id", drop=False).copy()
+
+
 def mamf_records() -> pd.DataFrame:
     """Published best-shape GEMM throughputs (``kind == "gemm"`` rows of
     ``data/published_measurements.csv``) against the registry's dense peaks: one row per
@@ -195,10 +213,8 @@ def mamf_records() -> pd.DataFrame:
 
 @functools.cache
 def _mamf_records() -> pd.DataFrame:
-    schema.check(MEASUREMENTS_CSV)
-    df = pd.read_csv(MEASUREMENTS_CSV)
     rows = []
-    for _, r in df[df["kind"] == "gemm"].iterrows():
+    for _, r in measurements("gemm").iterrows():
         g = hardware.gpu(r["hardware"])
         precision = r["id"].rsplit("-", 1)[1]
         peak = g.peak_flops(precision)
@@ -273,16 +289,13 @@ def gemm_fraction_table(precisions=("bf16", "fp8", "fp4"),
 
 # -- fused attention -------------------------------------------------------------------------
 #: the ``kind`` of ``data/published_measurements.csv`` rows that time each attention kernel
-ATTENTION_RECORD_KINDS = {"cudnn": "attention", "flash-attn-2": "attention_fa2"}
+ATTENTION_RECORD_KINDS = dict(zip(ATTENTION_KERNELS, ("attention", "attention_fa2")))
 
 
 @functools.cache
 def _attention_records(kernel: str = "cudnn") -> pd.DataFrame:
-    schema.check(MEASUREMENTS_CSV)
-    df = pd.read_csv(MEASUREMENTS_CSV)
-    df = df[df["kind"] == ATTENTION_RECORD_KINDS[kernel]]
     rows = []
-    for _, r in df.iterrows():
+    for _, r in measurements(ATTENTION_RECORD_KINDS[kernel]).iterrows():
         g = hardware.gpu(r["hardware"])
         # ids end in -<direction>-<seq>: attn-cudnn-h100-sxm-fwd-8192
         direction, seq = r["id"].rsplit("-", 2)[1:]
@@ -323,7 +336,7 @@ def attention_fraction(gpu, direction: str, seq_len: int,
     cal = DEFAULT if calibration is None else calibration
     checks.choice("direction", direction, ("fwd", "bwd"))
     checks.number("seq_len", seq_len, integer=True, minimum=1)
-    checks.choice("kernel", kernel, ATTENTION_RECORD_KINDS)
+    checks.choice("kernel", kernel, ATTENTION_KERNELS)
     if "attention" in cal.off:
         return cal.attention_efficiency
     return _attention(g.key, g.family, direction, int(seq_len), cal.attention_efficiency,
@@ -364,10 +377,7 @@ TE_PROFILE_SHAPES = ((15872, 12288, 4096, 1), (15872, 4096, 4096, 1),
 
 @functools.cache
 def _sustained(g: hardware.GPU, precision: str, cal: Calibration) -> tuple[float, str]:
-    schema.check(MEASUREMENTS_CSV)
-    df = pd.read_csv(MEASUREMENTS_CSV)
-    df = df[df["kind"] == "gemm_model_shapes"]
-    recs = [(hardware.gpu(r["hardware"]), r) for _, r in df.iterrows()
+    recs = [(hardware.gpu(r["hardware"]), r) for _, r in measurements("gemm_model_shapes").iterrows()
             if r["id"].rsplit("-", 1)[1] == precision]
     # The factor moves within a family only between GPUs whose tensor cores run this precision
     # at the same multiple of their BF16 rate: Blackwell Ultra (B300, GB300) runs NVFP4 at 5.8-6x
@@ -426,7 +436,7 @@ def block_scaled_gemm_slowdown() -> float:
     block-scaled kernels read a scale per 32 elements of each operand. Transformer Engine's
     layer profile on a B300, pre-quantized (``te-gemm-b300-fp8`` over ``te-gemm-b300-mxfp8``:
     7.161 ms against 6.812 ms for the same twelve GEMMs)."""
-    df = pd.read_csv(MEASUREMENTS_CSV).set_index("id")
+    df = measurements("gemm_model_shapes")
     return float(df.loc["te-gemm-b300-fp8", "value"] / df.loc["te-gemm-b300-mxfp8", "value"])
 
 
@@ -448,10 +458,8 @@ def quantization_bytes(recipe: str, calibration: Calibration | None = None,
 
 @functools.cache
 def _quantization_bytes(recipe: str, cal: Calibration, g: hardware.GPU) -> float:
-    schema.check(MEASUREMENTS_CSV)
-    df = pd.read_csv(MEASUREMENTS_CSV)
     recs = [(hardware.gpu(r["hardware"]), float(r["value"]))
-            for _, r in df[df["kind"] == "quantization"].iterrows()
+            for _, r in measurements("quantization").iterrows()
             if r["id"].rsplit("-", 1)[1] == recipe]
     n = sum(te_profile_elements().values())
     for pick in ([x for x in recs if x[0].key == g.key],
@@ -476,6 +484,6 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
 
 
 __all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",
-           "mamf_records", "sustained_fraction", "attention_fraction", "ATTENTION_RECORD_KINDS",
+           "measurements", "mamf_records", "sustained_fraction", "attention_fraction", "ATTENTION_RECORD_KINDS",
            "MECHANISMS",
            "quantization_bytes", "block_scaled_gemm_slowdown", "te_profile_elements", "QUANT_RECIPES", "linear_times", "TE_PROFILE_SHAPES"]

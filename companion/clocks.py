@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from companion import calibration, checks, hardware, power, schema
+from companion import calibration, checks, hardware, power
 
 
 def sustained_gemm_flops(gpu, precision: str = "bf16",
@@ -125,10 +125,8 @@ def msmf_check(cal: calibration.Calibration | None = None) -> pd.DataFrame:
     ``data/published_measurements.csv``: mamf-finder's MSMF, the best shape held over a 4 s
     window once load has settled the clock at the power limit). A check, never fitted to:
     ``ratio`` = model / published."""
-    schema.check(calibration.MEASUREMENTS_CSV)
-    df = pd.read_csv(calibration.MEASUREMENTS_CSV)
     rows = []
-    for _, r in df[df["kind"] == "gemm_sustained"].iterrows():
+    for _, r in calibration.measurements("gemm_sustained").iterrows():
         g = hardware.gpu(r["hardware"])
         model = sustained_gemm_flops(g, "bf16", cal)
         rows.append({"GPU": g.name, "published MSMF (TFLOP/s)": r["value"] / 1e12,

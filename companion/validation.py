@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from companion import checks, hardware, schema
-from companion.calibration import DEFAULT, MEASUREMENTS_CSV, Calibration
+from companion.calibration import DEFAULT, Calibration, measurements
 from companion.estimator import price
 from companion.machine import Stack, cluster, stack
 from companion.model import Layout, Transformer, preset
@@ -172,11 +172,12 @@ def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
     return out
 
 
-def _price_row(row, calibration: Calibration, **kw):
-    """The model's estimate of one published run, as the run was laid out and configured."""
+def _price_row(row, calibration: Calibration, software: Stack | None = None, **kw):
+    """The model's estimate of one published run, as the run was laid out and configured
+    (``software``: another stack in place of the run's own)."""
     return price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
-                 software=run_stack(row), calibration=calibration,
-                 uneven_stages=_needs_uneven(row), **kw)
+                 software=run_stack(row) if software is None else software,
+                 calibration=calibration, uneven_stages=_needs_uneven(row), **kw)
 
 
 def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, **stack_fields) -> pd.Series:
@@ -196,9 +197,7 @@ def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, **stack_field
     out = {}
     for rid in run_ids:
         row = runs.loc[rid]
-        st = replace(run_stack(row), **stack_fields)
-        est = price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
-                    software=st, calibration=calibration, uneven_stages=_needs_uneven(row))
+        est = _price_row(row, calibration, replace(run_stack(row), **stack_fields))
         out[rid] = 100 * (est.step_time_s / row["measured_step_time_s"] - 1)
     return pd.Series(out, name="error_pct")
 
@@ -392,8 +391,7 @@ MOE_SYNC_FITTING = ("mcore-moe-recipe-qwen3-30b-gb200-mxfp8-partial-cg",
 def moe_sync_measured() -> float:
     """The step of the eager-dispatcher recipe of :data:`MOE_SYNC_FITTING` over the
     whole-step-graph one (the same FLOPs per step: 598.1 / 480.3 model TFLOP/s per GPU)."""
-    schema.check(MEASUREMENTS_CSV)
-    df = pd.read_csv(MEASUREMENTS_CSV).set_index("id")
+    df = measurements()
     eager, graphed = (float(df.loc[i, "value"]) for i in MOE_SYNC_FITTING)
     return graphed / eager
 
