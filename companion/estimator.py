@@ -16,14 +16,17 @@ from companion.steptime import (RECOMPUTE_CODE, derived_arrays, memory_arrays, s
                                 step_arrays)
 
 
-def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False) -> dict:
+def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False,
+                  embedding_loss: bool = False) -> dict:
     """One :class:`~companion.model.Layout` as the length-1 arrays :func:`~companion.steptime.step_arrays` takes."""
     zero = 1 if layout.distributed_optimizer else layout.zero_stage
     vals = dict(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
                 vpp=layout.vpp, mb=layout.microbatch, m=layout.num_microbatches,
                 sp=int(layout.sequence_parallel), rc=RECOMPUTE_CODE[layout.recompute],
                 zero=zero, grad_bytes=st.grad_reduce_bytes,
-                stage_layers=stage_layers(model.layers, layout.pp, layout.vpp, uneven))
+                stage_layers=int(stage_layers(model.layers, layout.pp, layout.vpp, uneven,
+                                              embedding_loss)),
+                embed_loss=int(embedding_loss and layout.pp > 1))
     return {**{k: np.array([v], dtype=np.int64) for k, v in vals.items()},
             **moe.layout_arrays(layout)}
 
@@ -109,8 +112,8 @@ def _reason(mem, capacity):
 
 def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, *,
              software="megatron-core", calibration: Calibration = DEFAULT,
-             uneven_stages: bool = False, reserve_bytes: float = 0.0,
-             flop_convention: str = "bridge") -> Estimate:
+             uneven_stages: bool = False, embedding_loss_slots: bool = False,
+             reserve_bytes: float = 0.0, flop_convention: str = "bridge") -> Estimate:
     """Step time, breakdown, memory and MFU of ``layout`` training ``model`` on ``gpu``.
 
     ``model`` is a :class:`~companion.model.Transformer` or a preset name; ``gpu`` a registry name or spec;
@@ -118,7 +121,12 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
     registry system name, a :class:`~companion.machine.Cluster`, or None for the GPU's usual node (see
     :func:`~companion.machine.cluster`); ``software`` a :data:`~companion.machine.STACKS` name or :class:`~companion.machine.Stack`;
     ``layout.global_batch`` must be set. A layout that does not fit in memory is still timed,
-    with ``fits=False`` and the reason.
+    with ``fits=False`` and the reason. A pipeline whose pp x vpp does not divide the layers
+    needs ``uneven_stages`` (the fullest stage takes ceil(layers / (pp vpp)) per chunk) or
+    ``embedding_loss_slots`` (Megatron's ``account_for_embedding_in_pipeline_split`` and
+    ``account_for_loss_in_pipeline_split``: the embedding and the loss each take a layer's
+    slot, so pp x vpp must divide layers + 2 and the first and last stages hold one layer
+    fewer).
     """
     model = preset(model) if isinstance(model, str) else model
     if not isinstance(model, Transformer):
@@ -131,15 +139,23 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
                          "number of microbatches)")
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checks.boolean("uneven_stages", uneven_stages)
+    checks.boolean("embedding_loss_slots", embedding_loss_slots)
+    if uneven_stages and embedding_loss_slots:
+        raise ValueError("uneven_stages and embedding_loss_slots are two ways to split a "
+                         "pipeline; pass at most one")
+    slots = embedding_loss_slots and layout.pp > 1
+    if slots and (model.layers + 2) % (layout.pp * layout.vpp):
+        raise ValueError(f"embedding_loss_slots needs pp x vpp = {layout.pp * layout.vpp} to "
+                         f"divide layers + 2 = {model.layers + 2} ({model.name})")
     g, st, cl = resolve(gpu, system, software)
     num_gpus = layout.num_gpus if num_gpus is None else num_gpus
     checks.gpu_count("num_gpus", num_gpus)
-    lst = stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages)
-    padded = replace(model, layers=lst * layout.pp) if uneven_stages else model
+    lst = int(stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages, slots))
+    padded = replace(model, layers=lst * layout.pp) if uneven_stages or slots else model
     check_layout(padded, layout, num_gpus)
     if uneven_stages and lst * (layout.pp - 1) >= model.layers:
         raise ValueError(f"pp={layout.pp} leaves the last stage empty for {model.layers} layers")
-    X = layout_arrays(model, layout, st, uneven_stages)
+    X = layout_arrays(model, layout, st, uneven_stages, slots)
     mem = memory_arrays(model, g, st, X, reserve_bytes, layout.precision)
     X.update(dense_params=mem["dense_params"], expert_params=mem["expert_params"])
     bd = step_arrays(model, g, cl, calibration, st, layout.precision, X)

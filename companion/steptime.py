@@ -426,7 +426,15 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     sync = 0.0 if st.cuda_graphs or "host" in cal.off else (
         fm * cal.moe_sync_s * (1 + _reruns_moe(rc)))
     per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap + sync
-    t_mb = lst * per_layer + logits + logits_b + ce
+    # The last stage runs the output layer and the loss. Where the split gives the loss a
+    # layer's slot (Megatron's account_for_loss_in_pipeline_split) it holds one layer fewer,
+    # and the slowest stage is whichever of it and a full middle stage takes longer.
+    fewer = X.get("embed_loss", 0) * (p > 1)
+    head = logits + logits_b + ce
+    last = (lst - fewer) * per_layer + head
+    out = last >= lst * per_layer  # the critical stage is the last one
+    crit = np.where(out, lst - fewer, lst)
+    t_mb = np.maximum(last, lst * per_layer)
     bubble = (p - 1) / v * t_mb
 
     # Megatron overlaps pipeline sends only in the interleaved schedule; overlapped sends still
@@ -434,7 +442,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # forward and the last one backward, with nothing to hide behind
     sends = 2 * np.where(st.overlap_p2p & (v > 1), p * v - 1, m * v) * (p > 1)
     p2p = sends * _send_s(act / t, t * c * d, cl, cal)
-    dp_comm, dp_x = _data_parallel(X, cl, cal, st, m, lst * fwd, lst * (bwd + rec))
+    dp_comm, dp_x = _data_parallel(X, cl, cal, st, m, crit * fwd, crit * (bwd + rec))
     dp_overlap = slow * (dp_comm - dp_x)
     local = X["dense_params"] + X["expert_params"]
     shards = np.where(X["zero"] >= 1, d * c, 1)  # expert state shards fewer ways; first order
@@ -442,13 +450,13 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
 
     steady = m * t_mb
     total = steady + bubble + p2p + dp_x + dp_overlap + optimizer
-    n_layers = m * lst
+    n_layers = m * crit
     return {
         "step_time_s": total,
-        "gemm_s": n_layers * (gemm + gemm_b) + m * (logits + logits_b),
+        "gemm_s": n_layers * (gemm + gemm_b) + m * out * (logits + logits_b),
         "attention_s": n_layers * (core + core_bwd),
         "elementwise_s": n_layers * (3 * elem + score_f + score_b
-                                     + cast + cast_b) + m * ce,
+                                     + cast + cast_b) + m * out * ce,
         "recompute_s": n_layers * rec,
         "launch_s": n_layers * launch, "moe_sync_s": n_layers * sync,
         "overlap_slowdown_s": n_layers * overlap + dp_overlap,
@@ -491,9 +499,13 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
 
 
 # -- one layout --------------------------------------------------------------------------------
-def stage_layers(layers: int, pp, vpp, uneven: bool = False):
+def stage_layers(layers: int, pp, vpp, uneven: bool = False, embedding_loss: bool = False):
     """Layers on the fullest pipeline stage: layers/pp, or with ``uneven`` stages
-    ceil(layers / (pp vpp)) vpp (the last stage takes what is left)."""
+    ceil(layers / (pp vpp)) vpp (the last stage takes what is left), or with
+    ``embedding_loss`` slots (layers + 2)/pp: the embedding and the loss each fill one layer's
+    slot, so the first and last stages hold one layer fewer."""
+    if embedding_loss:
+        return np.where(pp > 1, (layers + 2) // pp, layers)
     if uneven:
         return -(-layers // (pp * vpp)) * vpp
     return layers // pp

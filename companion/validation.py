@@ -82,10 +82,22 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
     return runs
 
 
-def _needs_uneven(row) -> bool:
-    # Megatron-Bridge runs Llama 3.1 405B (126 layers) with pp x vpp = 64: the remainder goes
-    # to uneven stages, which estimate() prices when asked.
-    return preset(row["model"]).layers % (int(row["pp"]) * int(row["vpp"])) != 0
+def pipeline_split(row) -> dict:
+    """How a published run splits its layers over pipeline stages, as keyword arguments of
+    :func:`~companion.estimator.price`: nothing where pp x vpp divides the layers;
+    ``embedding_loss_slots`` where it divides layers + 2 instead, as in every run of that kind
+    here (Llama 3.1 405B's 126 layers, Qwen3-235B-A22B's 94): their recipes set Megatron's
+    ``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``
+    (Megatron-Bridge ``src/megatron/bridge/recipes/llama/llama31_405b.py`` @3594df94 and
+    ``recipes/qwen/qwen3_moe.py`` @2afd2d34 ``qwen3_235b_a22b_pretrain_config``; NeMo 2's
+    405B performance recipe; MLPerf Training's 405B configs, ``ASYM_PP_EMBED=True``,
+    ``ASYM_PP_LOSS=True``; the Megatron-LM MoE recipes' Qwen3-235B); ``uneven_stages`` for
+    the rest (DeepSeek-V3's explicit pipeline layouts are priced as padded stages)."""
+    L, pp = preset(row["model"]).layers, int(row["pp"])
+    pv = pp * int(row["vpp"])
+    if pp == 1 or L % pv == 0:
+        return {}
+    return {"embedding_loss_slots": True} if (L + 2) % pv == 0 else {"uneven_stages": True}
 
 
 def run_layout(row) -> Layout:
@@ -172,19 +184,25 @@ def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
     return out
 
 
-def _price_row(row, calibration: Calibration, software: Stack | None = None, **kw):
+def _price_row(row, calibration: Calibration, software: Stack | None = None,
+               split: dict | None = None, **kw):
     """The model's estimate of one published run, as the run was laid out and configured
-    (``software``: another stack in place of the run's own)."""
+    (``software``: another stack in place of the run's own; ``split``: another pipeline
+    split in place of :func:`pipeline_split`'s)."""
     return price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
                  software=run_stack(row) if software is None else software,
-                 calibration=calibration, uneven_stages=_needs_uneven(row), **kw)
+                 calibration=calibration, **(pipeline_split(row) if split is None else split),
+                 **kw)
 
 
-def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, **stack_fields) -> pd.Series:
+def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, *, split: dict | None = None,
+                      **stack_fields) -> pd.Series:
     """Signed step-time error (percent, positive: the model is slower) of the published runs
     ``run_ids`` priced with their stack changed by ``stack_fields`` (fields of
-    :class:`~companion.machine.Stack`, e.g. ``attention_kernel="cudnn"``): what a row's own
-    software facts explain, shown by taking one away."""
+    :class:`~companion.machine.Stack`, e.g. ``attention_kernel="cudnn"``) and, if given, their
+    pipeline split replaced by ``split`` (``{"uneven_stages": True}``: padded stages in place
+    of the embedding and loss slots): what a row's own facts explain, shown by taking one
+    away."""
     known = {f.name for f in fields(Stack)} - {"name"}
     wrong = sorted(set(stack_fields) - known)
     if wrong:
@@ -197,7 +215,7 @@ def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, **stack_field
     out = {}
     for rid in run_ids:
         row = runs.loc[rid]
-        est = _price_row(row, calibration, replace(run_stack(row), **stack_fields))
+        est = _price_row(row, calibration, replace(run_stack(row), **stack_fields), split)
         out[rid] = 100 * (est.step_time_s / row["measured_step_time_s"] - 1)
     return pd.Series(out, name="error_pct")
 
@@ -548,7 +566,7 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
-           "every_run", "run_stack", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
+           "every_run", "run_stack", "pipeline_split", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
            "fitted_ep_overlap_hidden", "MOE_SYNC_FITTING", "moe_sync_measured",
            "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",

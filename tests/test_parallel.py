@@ -139,6 +139,35 @@ def test_uneven_stages_only_when_asked():
     assert e.step_time_s > 0
 
 
+def test_embedding_and_loss_take_a_layer_slot_each():
+    """Megatron's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split:
+    Llama 3.1 405B's 126 layers + 2 slots = 128 = 8 stages x 8 chunks x 2 (Megatron-Bridge's
+    llama31_405b recipe; MLPerf's ASYM_PP_EMBED / ASYM_PP_LOSS). Middle stages hold 16
+    layers, the last 15 and the output layer; padded stages give every stage 16 and the last
+    the output layer as well, so the slot split is faster by at most one layer per
+    microbatch."""
+    from companion.steptime import stage_layers
+    assert int(stage_layers(126, 8, 8, embedding_loss=True)) == 128 // 8 == 16
+    assert int(stage_layers(94, 8, 3, embedding_loss=True)) == (94 + 2) // 8  # Qwen3-235B
+    lay = Layout(tp=8, pp=8, vpp=8, dp=1, global_batch=64, precision="fp8",
+                 sequence_parallel=True)
+    slots = estimate("llama3-405b", lay, "H100", embedding_loss_slots=True)
+    padded = estimate("llama3-405b", lay, "H100", uneven_stages=True)
+    assert sum(slots.breakdown().values()) == pytest.approx(slots.step_time_s, rel=1e-12)
+    per_layer = (padded.step_time_s - padded.bubble_s) / (64 * 16)  # an upper bound
+    assert padded.step_time_s - 64 * per_layer * 1.05 < slots.step_time_s < padded.step_time_s
+    one = Layout(tp=8, pp=1, dp=8, global_batch=64, precision="fp8")
+    assert (estimate("llama3-405b", one, "H100", embedding_loss_slots=True).step_time_s
+            == estimate("llama3-405b", one, "H100").step_time_s)  # one stage: nothing moves
+    with pytest.raises(ValueError, match="pp x vpp = 20 to divide layers \\+ 2 = 128"):
+        estimate("llama3-405b", Layout(tp=8, pp=4, vpp=5, dp=1, global_batch=64), "H100",
+                 embedding_loss_slots=True)
+    with pytest.raises(ValueError, match="pass at most one"):
+        estimate("llama3-405b", lay, "H100", uneven_stages=True, embedding_loss_slots=True)
+    with pytest.raises(TypeError, match="embedding_loss_slots"):
+        estimate("llama3-405b", lay, "H100", embedding_loss_slots="yes")
+
+
 def test_infeasible_layout_says_why():
     e = estimate("gpt3-175b", Layout(tp=8, pp=1, dp=1, global_batch=8), "H100")
     assert not e.fits and "does not fit" in e.reason and "optimizer" in e.reason
