@@ -53,18 +53,22 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   host's part ("eliding CPU overhead is the main benefit", PyTorch blog, *Accelerating
   PyTorch with CUDA Graphs*, 2021). Megatron-Bridge runs without graphs unless a recipe
   sets ``cuda_graph_impl``.
-- ``ep_overlap_hidden`` 0.43: the fraction of the expert all-to-all that Megatron-Core's
-  batch-level overlap (``--overlap-moe-expert-parallel-comm``, the other microbatch's
-  compute running while one microbatch dispatches or combines) hides, of what the MoE layers'
-  compute could hide. Set on MoE runs: the Megatron-MoE model zoo's paired
+- ``ep_overlap_hidden`` 0.47: the fraction of the expert all-to-all that Megatron-Core's
+  batch-level overlap (``--overlap-moe-expert-parallel-comm``) hides, of what its partner
+  sub-modules could cover. The schedule (``TransformerLayerSchedulePlan.run`` in
+  ``megatron/core/models/common/model_chunk_schedule_plan.py``, NVIDIA/Megatron-LM @d428de40)
+  runs one microbatch's forward beside the other's backward, layer by layer: the combine's
+  backward beside attention forward, dispatch forward and backward beside the expert MLP's
+  backward and forward, the combine forward beside attention backward; a transfer longer than
+  its partner stays exposed. Set on MoE runs: the Megatron-MoE model zoo's paired
   Qwen3-235B-A22B rows on 256 H100s, EP32 with DeepEP, a 19.7 s step without the overlap
   and 17.6 s with it ("+1f1b overlap"), 1.12x; with every other constant fixed (``moe_sync_s``
-  included), hiding 0.43 of the hideable all-to-all reproduces that ratio
+  included), hiding 0.47 of what the partners could cover reproduces that ratio
   (:func:`companion.validation.fitted_ep_overlap_hidden`; the two rows are a ``fit`` pair of
   the MoE family and every other MoE run stays held out). Hiding all of it would price the
-  pair 1.30x apart. What the rest is made of is not measured here: the overlapped segments do
-  not line up one for one (a dispatch longer than the other microbatch's attention stays
-  exposed), and Megatron-Bridge PR 1760 turned the overlap off on B200 "due to CPU overhead".
+  pair 1.28x apart. What the rest is made of is not measured here: DeepEP's kernels take SMs
+  from the compute they overlap, and Megatron-Bridge PR 1760 turned the overlap off on B200
+  "due to CPU overhead".
 - ``moe_sync_s`` 2.5 ms: the time the GPU idles per MoE layer forward (and per recompute of
   one) because the token dispatcher blocks the host. Megatron-Core's all-to-all dispatcher
   copies the routing counts to the host and waits on them once per MoE layer forward
@@ -151,7 +155,7 @@ class Calibration:
     overlap_slowdown: float = 0.189
     kernel_gap_s: float = 3.0e-6
     graph_gap_s: float = 1.0e-6
-    ep_overlap_hidden: float = 0.43
+    ep_overlap_hidden: float = 0.47
     moe_sync_s: float = 2.5e-3
     off: frozenset = frozenset()
 

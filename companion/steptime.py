@@ -415,9 +415,17 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     if model.is_moe:
         ep_comm = fm * _all_to_all_s(tokens / t, e, et, t * c * d * p, model, gpu, cl, cal, st,
                                      X.get("fp8_dispatch", 0), skew, rc)
-    # batch-level overlap hides part of what the MoE layers' compute could hide
-    ep_x = (ep_comm - cal.ep_overlap_hidden * np.minimum(ep_comm, fm * (moe + moe_b))
-            if st.overlap_ep else ep_comm)
+    # Batch-level overlap (Megatron-Core's combined 1F1B, TransformerLayerSchedulePlan.run)
+    # pairs each all-to-all of one microbatch with a sub-module of the other: the combine's
+    # backward with attention forward, dispatch forward and backward with the expert MLP's
+    # backward and forward, the combine forward with attention backward. A transfer longer
+    # than its partner stays exposed; of what the partners could cover, a fraction is hidden.
+    mlp_f, mlp_b = kern["moe_mlp"], kern["moe_mlp_b"]
+    quarter = ep_comm / 4
+    cover = (np.minimum(quarter, fm * (moe - mlp_f + core))
+             + np.minimum(2 * quarter, fm * (mlp_f + mlp_b))
+             + np.minimum(quarter, fm * (moe_b - mlp_b + core_bwd)))
+    ep_x = ep_comm - cal.ep_overlap_hidden * cover if st.overlap_ep else ep_comm
     overlap = slow * (tp_comm - tp_x + cp_comm - cp_x + ep_comm - ep_x)
     # Megatron-Core's token dispatchers (all-to-all, DeepEP, HybridEP) block the host once per
     # MoE layer forward on a device-to-host copy of the routing counts; the GPU then idles

@@ -89,10 +89,11 @@ def pipeline_split(row) -> dict:
     here (Llama 3.1 405B's 126 layers, Qwen3-235B-A22B's 94): their recipes set Megatron's
     ``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``
     (Megatron-Bridge ``src/megatron/bridge/recipes/llama/llama31_405b.py`` @3594df94 and
-    ``recipes/qwen/qwen3_moe.py`` @2afd2d34 ``qwen3_235b_a22b_pretrain_config``; NeMo 2's
-    405B performance recipe; MLPerf Training's 405B configs, ``ASYM_PP_EMBED=True``,
-    ``ASYM_PP_LOSS=True``; the Megatron-LM MoE recipes' Qwen3-235B); ``uneven_stages`` for
-    the rest (DeepSeek-V3's explicit pipeline layouts are priced as padded stages)."""
+    ``recipes/qwen/qwen3_moe.py`` @2afd2d34 ``qwen3_235b_a22b_pretrain_config``; NVIDIA
+    CloudAI's NeMo 2 ``cloudai_llama3_405b_recipe``; MLPerf Training's 405B configs,
+    ``ASYM_PP_EMBED=True``, ``ASYM_PP_LOSS=True``; the Megatron-LM MoE recipes' Qwen3-235B);
+    ``uneven_stages`` for the rest (DeepSeek-V3's explicit pipeline layouts are priced as
+    padded stages)."""
     L, pp = preset(row["model"]).layers, int(row["pp"])
     pv = pp * int(row["vpp"])
     if pp == 1 or L % pv == 0:

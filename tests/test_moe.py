@@ -445,3 +445,28 @@ def test_a_run_that_packs_64_gpus_per_nvl72_rack_is_priced_so():
     straddled = V._price_row(plain, V.DEFAULT)
     assert packed.ep_exposed_s < straddled.ep_exposed_s
     assert packed.gemm_s == straddled.gemm_s
+
+
+def test_the_expert_overlap_pairs_each_transfer_with_one_sub_module():
+    """Megatron-Core's combined 1F1B (TransformerLayerSchedulePlan.run, model_chunk_schedule_
+    plan.py): combine_bwd beside attn_fwd, dispatch_fwd and dispatch_bwd beside mlp_bwd and
+    mlp_fwd, combine_fwd beside attn_bwd. Even hiding everything it can, the overlap leaves
+    the part of each transfer longer than its partner exposed, so on a slow network it hides
+    at most the partners' compute, never the whole all-to-all."""
+    from dataclasses import replace
+    from companion.calibration import DEFAULT
+    lay = Layout(tp=1, pp=1, dp=32, ep=32, etp=1, microbatch=1, global_batch=256,
+                 precision="fp8")
+    st = {o: replace(parallel.STACKS["megatron-bridge"], overlap_ep=o, moe_dispatcher="alltoall")
+          for o in (False, True)}
+    full = replace(DEFAULT, ep_overlap_hidden=1.0)
+    plain, over = (parallel.estimate("qwen3-235b-a22b", lay, "H100", software=st[o],
+                                     calibration=full) for o in (False, True))
+    assert plain.ep_exposed_s == plain.ep_comm_s
+    hidden = over.ep_comm_s - over.ep_exposed_s
+    # the partners: the MoE layers' GEMMs and attention, forward and backward
+    assert 0 < hidden <= over.gemm_s + over.attention_s
+    assert over.ep_exposed_s >= over.ep_comm_s - (over.gemm_s + over.attention_s)
+    half = parallel.estimate("qwen3-235b-a22b", lay, "H100", software=st[True],
+                             calibration=replace(DEFAULT, ep_overlap_hidden=0.5))
+    assert over.ep_comm_s - half.ep_exposed_s == pytest.approx(hidden / 2)

@@ -291,7 +291,7 @@ def test_taking_the_flash_attention_fact_away_brings_the_long_sequence_gap_back(
 
 def test_405b_and_qwen3_235b_runs_give_the_embedding_and_the_loss_a_layer_slot():
     # 126 + 2 = 128 and 94 + 2 = 96 layer slots: Megatron-Bridge's llama31_405b and
-    # qwen3_235b_a22b recipes, NeMo 2's 405B recipe and MLPerf's 405B configs
+    # qwen3_235b_a22b recipes, NVIDIA CloudAI's NeMo 2 405B recipe and MLPerf's 405B configs
     # (ASYM_PP_EMBED=True, ASYM_PP_LOSS=True) set account_for_embedding_in_pipeline_split and
     # account_for_loss_in_pipeline_split; DeepSeek-V3's 61 layers run an explicit layout
     runs = V.published_runs(True, None).set_index("run_id")
