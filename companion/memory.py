@@ -5,7 +5,9 @@ Model state per parameter follows Megatron-LM's accounting
 accumulated in a ``main_grad`` buffer (4) and Adam's FP32 master weights, first and second
 moments (12): 18 bytes, or 6 + 12/DP with the distributed optimizer. ZeRO stages 1-3
 (Rajbhandari et al. 2020, arXiv:1910.02054) shard optimizer state, then gradients, then
-weights over the data parallel ranks.
+weights over the data parallel ranks. The gradient buffer holds the reduce dtype
+(``grad_bytes``): Megatron-Core's DDP allocates it as ``torch.float if grad_reduce_in_fp32
+else param.dtype``, so NVIDIA's performance recipes (``grad_reduce_in_fp32 = False``) keep 2.
 
 Activations per transformer layer follow Korthikanti et al. 2022, "Reducing Activation
 Recomputation in Large Transformer Models" (arXiv:2205.05198), Section 4 and Table 2, in
@@ -13,7 +15,8 @@ bytes, with 16-bit activations and 1-byte dropout masks: sbh(34 + 5as/h) with no
 parallelism; sbh(10 + 24/t + 5as/(ht)) with tensor parallelism; sbh(34/t + 5as/(ht)) with
 sequence parallelism too; selective recomputation drops the 5as/h term; full recomputation
 keeps only the layer input, 2sbh. Pipeline schedules keep several microbatches in flight on
-the first stage (Section 4.2.3).
+the first stage (Section 4.2.3). In FP8 and FP4 the linear layers keep their inputs in one
+byte (Transformer Engine saves the quantized copy): see :func:`activations_per_layer_bytes`.
 
 Two accountings of model state are in use and the companion names both: Megatron's 18 bytes
 per parameter (FP32 gradients; ``convention="megatron"``) and the ZeRO paper's 16 (16-bit
@@ -128,7 +131,7 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
                                 recompute: str = "none", ffn_hidden: int | None = None,
                                 kv_heads: int | None = None, ffn_type: str = "gelu",
                                 flash_attention: bool = False, cp: int = 1,
-                                dropout: bool = True) -> float:
+                                dropout: bool = True, gemm_input_bytes: float = 2.0) -> float:
     """Activation bytes one transformer layer keeps for the backward pass, per GPU.
 
     With the defaults (``ffn_hidden = 4 hidden``, MHA, GELU) this is Table 2 of Korthikanti
@@ -141,6 +144,12 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
     each rank holds seq_len/cp queries against all seq_len keys. ``recompute="full"`` keeps the
     layer input only: 2sbh, split by t when sequence parallel (the paper's 2sbhL/t remark).
     ``dropout=False`` (Llama-style training) drops the masks: 8 sbh replicated, 2as/h scores.
+    ``gemm_input_bytes`` is what each linear layer keeps of its input for the weight gradient:
+    2 in 16-bit training, 1 in FP8 or FP4, where Transformer Engine keeps the quantized copy
+    (``transformer_engine/pytorch/module/linear.py`` @3ec87875: ``saved_inputmat = inputmat``
+    after quantizing it, column-wise usage only). Four of the 34 sbh are such inputs (QKV, MLP,
+    projection) plus the second MLP input; attention's Q, K, V, the activation function's
+    input and the norms' inputs stay 16-bit. NVFP4's 4-bit copies are counted at FP8's byte.
     """
     if not isinstance(dropout, bool):
         raise TypeError(f"dropout must be True or False; got {dropout!r}")
@@ -158,16 +167,17 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
     if kv_heads is not None:
         checks.number("kv_heads", kv_heads, integer=True, positive=True)
         checks.divides("kv_heads", kv_heads, "heads", a)
+    q = checks.number("gemm_input_bytes", gemm_input_bytes, minimum=1.0, maximum=2.0)
     return float(activations_per_layer_arrays(
         s, b, h, a, t, sequence_parallel, RECOMPUTE.index(recompute), f, kv_heads, ffn_type,
-        flash_attention, cp, dropout))
+        flash_attention, cp, dropout, q))
 
 
 def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: int, tp=1,
                                  sequence_parallel=False, recompute=0,
                                  ffn_hidden: int | None = None, kv_heads: int | None = None,
                                  ffn_type: str = "gelu", flash_attention: bool = False, cp=1,
-                                 dropout: bool = True):
+                                 dropout: bool = True, gemm_input_bytes: float = 2.0):
     """:func:`activations_per_layer_bytes` for arrays of layouts (float64 array): the model's
     shapes are numbers; ``microbatch``, ``tp``, ``sequence_parallel``, ``recompute`` (codes:
     0 none, 1 selective, 2 full, 3 moe (selective here), the order of
@@ -181,9 +191,13 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
     g = 1.0 if kv_heads is None else kv_heads / heads
     sbh = seq_len // cp * b * hidden
     # dropout masks: 1 byte each after attention and after the MLP (in the replicated 10), and
-    # the attention-dropout mask plus its 2-byte output in the scores' 5 (softmax output is 2)
-    replicated = 10.0 if dropout else 8.0
-    split = 4.0 + 4.0 * g + (6.0 if ffn_type == "swiglu" else 4.0) * f / hidden
+    # the attention-dropout mask plus its 2-byte output in the scores' 5 (softmax output is 2);
+    # linear layers' saved inputs take gemm_input_bytes per element (QKV and MLP inputs in the
+    # replicated part, projection and second MLP inputs in the split part)
+    q = gemm_input_bytes / 2.0
+    replicated = 4.0 + 4.0 * q + (2.0 if dropout else 0.0)
+    mlp = (4.0 if ffn_type == "swiglu" else 2.0) + 2.0 * q
+    split = 2.0 + 4.0 * g + 2.0 * q + mlp * f / hidden
     per_score = 5.0 if dropout else 2.0
     scores = np.where((rc == 1) | (rc == 3) | flash_attention, 0.0,
                       per_score * heads * seq_len / hidden)
@@ -379,10 +393,13 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     s_local, h = model.seq_len // cp, model.hidden
     moe_ffn = (model.top_k + model.shared_experts) * model.expert_ffn
 
+    saved_input = 1.0 if precision in ("fp8", "fp4") else 2.0  # see activations_per_layer_bytes
+
     def per_layer(code, ffn):
         return activations_per_layer_arrays(model.seq_len, b, h, model.heads, tp,
                                             sequence_parallel, code, ffn, model.kv_heads,
-                                            model.ffn_type, flash_attention, cp, drop)
+                                            model.ffn_type, flash_attention, cp, drop,
+                                            saved_input)
 
     layer = per_layer(rc, model.ffn_hidden)
     if model.moe_layers:  # a dense model's share of MoE layers is exactly 0 (skip the work)

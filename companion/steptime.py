@@ -273,13 +273,16 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
     (the code behind :func:`companion.memory.training_memory`) over every row. Uneven
     pipelines are priced on their fullest stage: a model padded to ``pp x stage_layers``
     layers. A layout fits if it needs no more than the driver-visible HBM
-    (``GPU.usable_hbm_bytes``)."""
+    (``GPU.usable_hbm_bytes``). The gradient buffer holds the stack's reduce dtype:
+    Megatron-Core's DDP allocates it as ``torch.float if grad_reduce_in_fp32 else
+    param.dtype`` (``megatron/core/distributed/distributed_data_parallel.py``)."""
     k = X
     r = training_memory_arrays(
         model, tp=k["tp"], pp=k["pp"], dp=k["dp"], cp=k["cp"], ep=k["ep"], vpp=k["vpp"],
         microbatch=k["mb"], num_microbatches=k["m"], sequence_parallel=k["sp"].astype(bool),
         recompute=k["rc"], stage=k["zero"], precision=precision,
         flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
+        grad_bytes=st.grad_reduce_bytes,
         layers=k["pp"] * k["stage_layers"], etp=k.get("etp"), routing_skew=_one_skew(k))
     total = r.pop("total_bytes")
     return {**r, "memory_bytes": total, "fits": total <= gpu.usable_hbm_bytes}

@@ -330,3 +330,39 @@ def test_fit_is_checked_against_the_driver_visible_capacity():
     m = preset("llama3-8b")
     r = mem.training_memory(m, Layout(tp=1, pp=1, dp=8, microbatch=1), "H100")
     assert r.capacity_bytes == 81559 * 2**20
+
+
+def test_fp8_linear_layers_keep_their_inputs_in_one_byte():
+    """Transformer Engine's Linear keeps the quantized copy of its input for the weight
+    gradient (linear.py: saved_inputmat = inputmat, column-wise usage only). Of Korthikanti's
+    34 sbh, the QKV and MLP inputs (2 + 2), the projection input (2) and the second MLP input
+    (8 at ffn = 4h) are such inputs; in FP8 they halve: 34 - 7 = 27 sbh. The norms' inputs, Q,
+    K, V and the GELU input stay 16-bit."""
+    m = preset("gpt3-175b")
+    s, h, a = m.seq_len, m.hidden, m.heads
+    sbh = s * h
+    bf16 = mem.activations_per_layer_bytes(s, 1, h, a, recompute="selective")
+    fp8 = mem.activations_per_layer_bytes(s, 1, h, a, recompute="selective", gemm_input_bytes=1)
+    assert bf16 == pytest.approx(34 * sbh) and fp8 == pytest.approx(27 * sbh)
+    with pytest.raises(ValueError, match="gemm_input_bytes"):
+        mem.activations_per_layer_bytes(s, 1, h, a, gemm_input_bytes=4)
+    lay = dict(tp=8, pp=8, dp=1, microbatch=1, global_batch=64, sequence_parallel=True,
+               recompute="selective", distributed_optimizer=True)
+    b16 = mem.training_memory(m, Layout(**lay, precision="bf16"))
+    f8 = mem.training_memory(m, Layout(**lay, precision="fp8"))
+    assert f8.activations_bytes == pytest.approx(b16.activations_bytes * 27 / 34, rel=0.02)
+
+
+def test_the_gradient_buffer_holds_the_reduce_dtype():
+    """Megatron-Core's DDP allocates its gradient buffer as ``torch.float if
+    grad_reduce_in_fp32 else param.dtype``: NVIDIA's performance recipes
+    (grad_reduce_in_fp32 = False) keep 2-byte gradients, Megatron-LM's --bf16 default 4."""
+    from dataclasses import replace
+    from companion.parallel import STACKS, estimate
+    lay = Layout(tp=8, pp=1, dp=4, microbatch=1, global_batch=64, precision="fp8",
+                 sequence_parallel=True, distributed_optimizer=True)
+    st = STACKS["megatron-bridge"]
+    two, four = (estimate("llama3-70b", lay, "H100", software=replace(st, grad_reduce_bytes=g))
+                 for g in (2, 4))
+    assert four.grads_bytes == pytest.approx(2 * two.grads_bytes)
+    assert two.grads_bytes == pytest.approx(two.weights_bytes)

@@ -303,3 +303,19 @@ def test_405b_and_qwen3_235b_runs_give_the_embedding_and_the_loss_a_layer_slot()
     assert {runs.loc[k, "model"] for k in slots} == {"llama3-405b", "qwen3-235b-a22b"}
     assert split["bridge2604_b200_deepseek_v3_256_fp8mx"] == {"uneven_stages": True}
     assert split["dgxc2409_h100_llama31_405b_576_bf16"] == {}  # PP9 VPP7: 126 / 63 = 2
+
+
+def test_published_runs_fit_in_memory_but_for_named_reasons():
+    # they ran, so the memory model should not refuse them; the runs it still refuses keep
+    # activations or state where the model does not look (the GB200/GB300 FSDP recipes offload
+    # 10 to 95 layers' activations to the host, cpu_offloading_num_layers), or recompute
+    # modules it does not price (DeepSeek-V3, Nemotron-4 340B)
+    runs = V.published_runs(True, None).set_index("run_id")
+    refused = [k for k, r in runs.iterrows() if not V._price_row(r, DEFAULT).fits]
+    assert len(refused) <= 20 < len(runs) / 10
+    for k in ("bridge2602_gb200_llama31_405b_256_fp8cs", "bridge2602_gb300_llama3_70b_64_mxfp8",
+              "bridge2606_gb300_llama31_405b_256_mxfp8", "mlperf40_h100_gpt3_175b_512_fp8"):
+        assert k not in refused
+    assert all(("fsdp" in k or "nemotron4_340b" in k or "deepseek" in k or "dsv3" in k
+                or k == "bridge2511_gb300_llama3_70b" or k == "bridge2511_gb200_llama3_70b")
+               for k in refused)
