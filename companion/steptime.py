@@ -423,12 +423,14 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # backward with attention forward, dispatch forward and backward with the expert MLP's
     # backward and forward, the combine forward with attention backward. A transfer longer
     # than its partner stays exposed; of what the partners could cover, a fraction is hidden.
-    mlp_f, mlp_b = kern["moe_mlp"], kern["moe_mlp_b"]
-    quarter = ep_comm / 4
-    cover = (np.minimum(quarter, fm * (moe - mlp_f + core))
-             + np.minimum(2 * quarter, fm * (mlp_f + mlp_b))
-             + np.minimum(quarter, fm * (moe_b - mlp_b + core_bwd)))
-    ep_x = ep_comm - cal.ep_overlap_hidden * cover if st.overlap_ep else ep_comm
+    ep_x = ep_comm
+    if st.overlap_ep and model.is_moe:
+        mlp_f, mlp_b = kern["moe_mlp"], kern["moe_mlp_b"]
+        quarter = ep_comm / 4
+        cover = (np.minimum(quarter, fm * (moe - mlp_f + core))
+                 + np.minimum(2 * quarter, fm * (mlp_f + mlp_b))
+                 + np.minimum(quarter, fm * (moe_b - mlp_b + core_bwd)))
+        ep_x = ep_comm - cal.ep_overlap_hidden * cover
     overlap = slow * (tp_comm - tp_x + cp_comm - cp_x + ep_comm - ep_x)
     # Megatron-Core's token dispatchers (all-to-all, DeepEP, HybridEP) block the host once per
     # MoE layer forward on a device-to-host copy of the routing counts; the GPU then idles
@@ -440,12 +442,14 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # The last stage runs the output layer and the loss. Where the split gives the loss a
     # layer's slot (Megatron's account_for_loss_in_pipeline_split) it holds one layer fewer,
     # and the slowest stage is whichever of it and a full middle stage takes longer.
-    fewer = X.get("embed_loss", 0) * (p > 1)
     head = logits + logits_b + ce
-    last = (lst - fewer) * per_layer + head
-    out = last >= lst * per_layer  # the critical stage is the last one
-    crit = np.where(out, lst - fewer, lst)
-    t_mb = np.maximum(last, lst * per_layer)
+    crit, out, t_mb = lst, 1.0, lst * per_layer + head
+    if "embed_loss" in X:
+        fewer = X["embed_loss"] * (p > 1)
+        last = (lst - fewer) * per_layer + head
+        out = last >= lst * per_layer  # the critical stage is the last one
+        crit = np.where(out, lst - fewer, lst)
+        t_mb = np.maximum(last, lst * per_layer)
     bubble = (p - 1) / v * t_mb
 
     # Megatron overlaps pipeline sends only in the interleaved schedule; overlapped sends still
