@@ -58,14 +58,16 @@ def _cross(rows: dict, name: str, choices, keep) -> dict:
 
 
 def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, uneven,
-                exact_batch, vpp):
-    """Columns tp, pp, cp, dp, vpp, mb, m, stage_layers, ep of the splits Megatron can run."""
+                exact_batch, vpp, slots=False):
+    """Columns tp, pp, cp, dp, vpp, mb, m, stage_layers, ep of the splits Megatron can run
+    (and embed_loss with ``slots``: the embedding and the loss take a layer's slot each where
+    pp x vpp divides layers + 2 but not the layers)."""
     L, divs = model.layers, _divisors(num_gpus)
     tp = np.array([t for t in divs if t <= max_tp and not any(
         x % t for x in (model.heads, model.kv_heads_used, model.ffn_hidden))], dtype=np.int64)
     X = {"tp": tp}
     X = _cross(X, "pp", divs, lambda g: (num_gpus // g["tp"] % g["pp"] == 0) & (g["pp"] <= L)
-               & (uneven | (L % g["pp"] == 0)))
+               & (uneven | (L % g["pp"] == 0) | (slots & ((L + 2) % g["pp"] == 0))))
     X = _cross(X, "cp", divs, lambda g: (num_gpus // (g["tp"] * g["pp"]) % g["cp"] == 0)
                & (g["cp"] <= max_cp) & (model.seq_len % g["cp"] == 0))
     X["dp"] = num_gpus // (X["tp"] * X["pp"] * X["cp"])
@@ -76,15 +78,24 @@ def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, u
     vpps = sorted(set(range(1, L + 1) if vpp == "all" else vpp) | {1})
     allowed = np.isin(vpps, range(1, L + 1) if vpp == "all" else vpp)
 
+    def slotted(p, v):  # layouts that need the embedding and loss slots to divide
+        return slots & (p > 1) & (L % (p * v) != 0) & ((L + 2) % (p * v) == 0)
+
+    def layers_of(p, v):
+        return np.where(slotted(p, v), (L + 2) // p, stage_layers(L, p, v, uneven))
+
     def stage_ok(g):
         v, p = g["vpp"], g["pp"]
-        lst = stage_layers(L, p, v, uneven)
-        ok = np.where(p == 1, v == 1, allowed[None, :] & (uneven | (L % (p * v) == 0)))
+        lst = layers_of(p, v)
+        ok = np.where(p == 1, v == 1,
+                      allowed[None, :] & (uneven | (L % (p * v) == 0) | slotted(p, v)))
         return ok & (v <= lst) & (lst * (p - 1) < L + np.where(uneven, 0, lst))
 
     X["per_dp"] = per_dp
     X = _cross(X, "vpp", vpps, stage_ok)
-    X["stage_layers"] = stage_layers(L, X["pp"], X["vpp"], uneven)
+    X["stage_layers"] = layers_of(X["pp"], X["vpp"])
+    if slots:
+        X["embed_loss"] = slotted(X["pp"], X["vpp"]).astype(np.int64)
     cap = max_microbatch or int(X["per_dp"].max(initial=0))
     mbs = sorted({d for b in np.unique(X["per_dp"]) if b > 0 for d in _divisors(int(b))
                   if d <= cap})
@@ -100,7 +111,8 @@ def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, u
 def grid(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
          max_cp: int | None = None, max_microbatch: int | None = 8, recompute=RECOMPUTE,
          sequence_parallel=(False, True), zero=(0, 1), uneven_stages: bool = False,
-         exact_batch: bool = True, grad_bytes: int = 2, vpp=VPP_CHOICES):
+         exact_batch: bool = True, grad_bytes: int = 2, vpp=VPP_CHOICES,
+         embedding_loss_slots: bool = False):
     """The candidate layouts as a broadcast grid: (arrays, valid).
 
     The grid's four axes are the parallel splits (tp, pp, cp, dp, ep, vpp, microbatch),
@@ -113,10 +125,16 @@ def grid(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
     Arguments as in :func:`candidates`, which flattens the grid.
     """
     _check_choices(recompute, sequence_parallel, zero, vpp)
+    checks.boolean("uneven_stages", uneven_stages)
+    checks.boolean("embedding_loss_slots", embedding_loss_slots)
+    if uneven_stages and embedding_loss_slots:
+        raise ValueError("uneven_stages and embedding_loss_slots are two ways to split a "
+                         "pipeline; pass at most one")
     S = _structures(model, num_gpus, global_batch, max_tp or num_gpus, max_cp or num_gpus,
-                    max_microbatch, uneven_stages, exact_batch, vpp)
+                    max_microbatch, uneven_stages, exact_batch, vpp, embedding_loss_slots)
     X = {name: S[name].reshape(-1, 1, 1, 1) for name in (
-        "tp", "pp", "cp", "dp", "ep", "vpp", "mb", "m", "stage_layers")}
+        "tp", "pp", "cp", "dp", "ep", "vpp", "mb", "m", "stage_layers") + (
+        ("embed_loss",) if embedding_loss_slots else ())}
     X["sp"] = np.array([int(v) for v in sequence_parallel], dtype=np.int64).reshape(1, -1, 1, 1)
     X["rc"] = np.array([RECOMPUTE.index(r) for r in recompute],
                        dtype=np.int64).reshape(1, 1, -1, 1)
@@ -160,7 +178,8 @@ def candidates(model, num_gpus: int, global_batch: int, *, max_tp: int | None = 
                max_cp: int | None = None, max_microbatch: int | None = 8,
                recompute=RECOMPUTE, sequence_parallel=(False, True), zero=(0, 1),
                uneven_stages: bool = False, exact_batch: bool = True,
-               grad_bytes: int = 2, vpp=VPP_CHOICES) -> dict:
+               grad_bytes: int = 2, vpp=VPP_CHOICES,
+               embedding_loss_slots: bool = False) -> dict:
     """Every candidate layout as a dict of int64 arrays (the keys :func:`companion.steptime.step_arrays` takes).
 
     Enumerated with numpy, one broadcast grid per parallel dimension, in the order of nested
@@ -175,7 +194,7 @@ def candidates(model, num_gpus: int, global_batch: int, *, max_tp: int | None = 
                     max_microbatch=max_microbatch, recompute=recompute,
                     sequence_parallel=sequence_parallel, zero=zero,
                     uneven_stages=uneven_stages, exact_batch=exact_batch,
-                    grad_bytes=grad_bytes, vpp=vpp)
+                    grad_bytes=grad_bytes, vpp=vpp, embedding_loss_slots=embedding_loss_slots)
     cells = _Cells(valid.shape, np.nonzero(valid))
     return {key: cells.take(val) for key, val in X.items()}
 
@@ -202,14 +221,17 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
            sequence_parallel=(False, True), zero=(0, 1), vpp=VPP_CHOICES,
            uneven_stages: bool = False, exact_batch: bool = True,
            include_infeasible: bool = False, reserve_bytes: float = 0.0,
-           flop_convention: str = "bridge", top: int | None = None) -> pd.DataFrame:
+           flop_convention: str = "bridge", top: int | None = None,
+           embedding_loss_slots: bool = False) -> pd.DataFrame:
     """All valid layouts of ``model`` on ``num_gpus`` ``gpu`` s, fastest first.
 
     Arguments as in :func:`companion.parallel.estimate`; ``recompute``,
     ``sequence_parallel`` and ``zero`` (0 none, 1 Megatron's distributed optimizer, 2 and 3
     ZeRO stages) list the options to try, and ``vpp`` the interleaving degrees (or
     ``"all"``); ``max_tp``, ``max_cp`` and ``max_microbatch`` bound the enumeration (None: no
-    bound). See :func:`~companion.search.candidates`. The frame's ``attrs`` record how many candidates were priced
+    bound). ``embedding_loss_slots`` also tries the splits where pp x vpp divides layers + 2
+    (the embedding and the loss take a layer's slot each, as Megatron-Bridge's 405B and
+    Qwen3-235B recipes run them); the frame then says which rows need it. See :func:`~companion.search.candidates`. The frame's ``attrs`` record how many candidates were priced
     (``candidates``) and how many fit (``feasible``). Rows are ranked by time per sequence
     (step time / global batch), which is the step time when the batch is exact and tokens
     per second when ``exact_batch=False`` lets DP round it down. ``step_time_low_s`` and
@@ -230,7 +252,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
                     max_microbatch=max_microbatch, recompute=recompute,
                     sequence_parallel=sequence_parallel, zero=zero,
                     uneven_stages=uneven_stages, exact_batch=exact_batch,
-                    grad_bytes=st.grad_reduce_bytes, vpp=vpp)
+                    grad_bytes=st.grad_reduce_bytes, vpp=vpp,
+                    embedding_loss_slots=embedding_loss_slots)
     cells = _Cells(valid.shape, np.nonzero(valid))  # row-major: candidates()' order
     n = len(cells.index[0])
     if n == 0:
@@ -259,6 +282,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         "global_batch": der.pop("global_batch"), "sequence_parallel": X["sp"].astype(bool),
         "recompute": X["rc"], "zero": X["zero"], **bd, **der,
         "memory_gb": mem["memory_bytes"] / 1e9, "fits": mem["fits"]}
+    if embedding_loss_slots:  # which rows need estimate(..., embedding_loss_slots=True)
+        cols["embedding_loss_slots"] = X["embed_loss"].astype(bool)
     cols = {k: pick.take(v) for k, v in cols.items()}
     cols["recompute"] = pd.Categorical.from_codes(cols["recompute"], list(RECOMPUTE))
     lo, hi, basis = band(g, precision, 1.0, moe=model.is_moe)
@@ -368,6 +393,10 @@ def main(argv=None) -> int:
                    help="cudnn or flash-attn-2 (what Transformer Engine runs with "
                         "NVTE_FUSED_ATTN=0); default: the software stack's")
     p.add_argument("--uneven-stages", action="store_true", help="allow PP not dividing layers")
+    p.add_argument("--embedding-loss-slots", action="store_true",
+                   help="also try pipelines where pp x vpp divides layers + 2: the embedding "
+                        "and the loss take a layer's slot each (Megatron's "
+                        "account_for_embedding/loss_in_pipeline_split)")
     p.add_argument("--round-batch", action="store_true",
                    help="round the batch down to a multiple of DP (as Calculon does); layouts "
                         "are then ranked by tokens per second")
@@ -384,7 +413,7 @@ def main(argv=None) -> int:
         frame = search(args.model, args.gpu, gpus, batch, system=args.system,
                        software=software, precision=args.precision,
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
-                       zero=(0, 1, 2, 3))
+                       zero=(0, 1, 2, 3), embedding_loss_slots=args.embedding_loss_slots)
         fill = domain_fill(resolve(args.gpu, args.system, software)[2], gpus)
     except (ValueError, TypeError, _Bad) as err:
         print(f"error: {err}", file=sys.stderr)

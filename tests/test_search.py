@@ -180,3 +180,24 @@ def test_full_turing_search_is_fast():
     frame = search("turing-530b", "A100", 5128, 2520, precision="fp16", exact_batch=False,
                    uneven_stages=True, zero=(0, 1, 2, 3), vpp="all", max_microbatch=None)
     assert time.perf_counter() - t0 < 1.0 and frame.attrs["candidates"] > 0
+
+
+def test_search_tries_the_embedding_and_loss_slots_when_asked():
+    # Llama 3.1 405B: 126 layers, so PP16 VPP8 (Megatron-Bridge's GB200 recipe) runs only with
+    # the embedding and the loss in a layer's slot each: 128 = 16 x 8 x 1
+    kw = dict(precision="fp8", software="megatron-bridge", system="GB200 NVL72")
+    plain = search("llama3-405b", "GB200", 256, 1536, **kw)
+    assert not ((plain["pp"] == 16) & (plain["vpp"] == 8)).any()
+    frame = search("llama3-405b", "GB200", 256, 1536, embedding_loss_slots=True, **kw)
+    rows = frame[(frame["pp"] == 16) & (frame["vpp"] == 8)]
+    assert len(rows) and rows["embedding_loss_slots"].all()
+    assert not frame.loc[frame["pp"] == 1, "embedding_loss_slots"].any()
+    for _, row in pd.concat([rows.head(2), frame.head(2)]).iterrows():
+        e = estimate("llama3-405b", layout_of(row, "fp8"), "GB200", system="GB200 NVL72",
+                     software="megatron-bridge",
+                     embedding_loss_slots=bool(row["embedding_loss_slots"]))
+        assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
+        assert e.memory_bytes / 1e9 == pytest.approx(row["memory_gb"], rel=1e-9)
+    with pytest.raises(ValueError, match="at most one"):
+        search("llama3-405b", "GB200", 256, 1536, uneven_stages=True,
+               embedding_loss_slots=True, **kw)

@@ -185,6 +185,12 @@ def test_plan_cli_compact_explain_and_clear_errors(capsys):
     assert "WARNING" in capsys.readouterr().err
     with pytest.raises(ValueError, match="num_gpus"):
         search("llama3-8b", "H100", 10 ** 9, 8)
+    slots = ["--model", "llama3-405b", "--gpu", "H100", "--gpus", "512", "--global-batch",
+             "512", "--precision", "fp8", "--top", "1", "--json"]
+    assert main(slots + ["--embedding-loss-slots"]) == 0
+    assert '"embedding_loss_slots"' in capsys.readouterr().out
+    assert main(slots + ["--embedding-loss-slots", "--uneven-stages"]) == 2
+    assert "at most one" in capsys.readouterr().err
 
 
 def test_search_does_not_import_the_case_studies():
