@@ -11,6 +11,7 @@ import numpy as np
 from companion import checks, moe
 from companion.calibration import DEFAULT, Calibration
 from companion.machine import Stack, resolve
+from companion.memory import check_offload
 from companion.model import Layout, Transformer, check_layout, preset, presets
 from companion.steptime import (RECOMPUTE_CODE, derived_arrays, memory_arrays, stage_layers,
                                 step_arrays)
@@ -113,7 +114,8 @@ def _reason(mem, capacity):
 def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, *,
              software="megatron-core", calibration: Calibration = DEFAULT,
              uneven_stages: bool = False, embedding_loss_slots: bool = False,
-             reserve_bytes: float = 0.0, flop_convention: str = "bridge") -> Estimate:
+             reserve_bytes: float = 0.0, flop_convention: str = "bridge",
+             offload_layers: int = 0) -> Estimate:
     """Step time, breakdown, memory and MFU of ``layout`` training ``model`` on ``gpu``.
 
     ``model`` is a :class:`~companion.model.Transformer` or a preset name; ``gpu`` a registry name or spec;
@@ -126,7 +128,9 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
     ``embedding_loss_slots`` (Megatron's ``account_for_embedding_in_pipeline_split`` and
     ``account_for_loss_in_pipeline_split``: the embedding and the loss each take a layer's
     slot, so pp x vpp must divide layers + 2 and the first and last stages hold one layer
-    fewer).
+    fewer). ``offload_layers`` keeps that many layers' activations in host memory (Megatron's
+    ``cpu_offloading_num_layers``, :func:`companion.memory.check_offload`); the copies
+    overlap compute on their own stream and are not priced in the step time.
     """
     model = preset(model) if isinstance(model, str) else model
     if not isinstance(model, Transformer):
@@ -155,7 +159,10 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
     check_layout(padded, layout, num_gpus)
     if uneven_stages and lst * (layout.pp - 1) >= model.layers:
         raise ValueError(f"pp={layout.pp} leaves the last stage empty for {model.layers} layers")
+    offload = check_offload(offload_layers, model.layers, layout.pp, layout.recompute)
     X = layout_arrays(model, layout, st, uneven_stages, slots)
+    if offload:
+        X["offload"] = np.array([offload], dtype=np.int64)
     mem = memory_arrays(model, g, st, X, reserve_bytes, layout.precision)
     X.update(dense_params=mem["dense_params"], expert_params=mem["expert_params"])
     bd = step_arrays(model, g, cl, calibration, st, layout.precision, X)

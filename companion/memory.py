@@ -294,11 +294,29 @@ class TrainingMemory:
     reason: str
 
 
+def check_offload(offload_layers, layers: int, pp: int, recompute: str) -> int:
+    """``offload_layers`` as Megatron accepts it: the first that many transformer layers keep
+    their activations in host memory (Transformer Engine's CPU offload: activation memory
+    ``(num_layers - num_offloaded_layers) x T``), fewer than the model's layers ("CPU
+    offloading can be done only for layers less than num_layers"), and neither with pipeline
+    parallelism nor with recomputation, which Megatron-Core's ``TransformerConfig`` refuses.
+    Returns it as an int."""
+    n = checks.number("offload_layers", offload_layers, integer=True, minimum=0,
+                      maximum=layers - 1)
+    if n and pp > 1:
+        raise ValueError(f"offload_layers={n} needs pp=1: Megatron-Core does not offload "
+                         f"activations with pipeline parallelism (pp={pp})")
+    if n and recompute != "none":
+        raise ValueError(f"offload_layers={n} needs recompute='none': Megatron-Core does not "
+                         f"offload activations together with recomputation ({recompute!r})")
+    return int(n)
+
+
 def training_memory(model: Transformer, layout: Layout, gpu=None, *,
                     capacity_bytes: float | None = None, reserve_bytes: float = 0.0,
                     num_microbatches: int | None = None, flash_attention: bool = False,
                     fp8_params: bool = False, grad_bytes: float | None = None,
-                    dropout: bool | None = None) -> TrainingMemory:
+                    dropout: bool | None = None, offload_layers: int = 0) -> TrainingMemory:
     """Weights, gradients, optimizer state and activations per GPU, and whether they fit.
 
     Capacity is ``capacity_bytes`` or the GPU's driver-visible HBM (``usable_hbm_bytes``: 81,559
@@ -309,12 +327,15 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     output layer and FP32 logits (Korthikanti et al. Section 4.3); with full recomputation,
     one layer's activations rebuilt during its backward pass. MoE layers count the MLP width
     active per token, (top_k + shared_experts) x expert_ffn_hidden, plus the dispatched copies,
-    router probabilities and one permutation buffer (:func:`training_memory_arrays`). A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
+    router probabilities and one permutation buffer (:func:`training_memory_arrays`).
+    ``offload_layers`` layers keep their activations in host memory (Megatron's
+    ``cpu_offloading_num_layers``; see :func:`check_offload`). A layout Megatron cannot run raises, as in :func:`companion.model.check_layout`
     (including an interleaved schedule whose microbatches are not whole rounds of pp).
     ``model`` is a :class:`~companion.model.Transformer` or a preset name.
     """
     model = as_transformer("model", model)
     check_layout(model, layout)
+    offload_layers = check_offload(offload_layers, model.layers, layout.pp, layout.recompute)
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checks.boolean("flash_attention", flash_attention)
     checks.boolean("fp8_params", fp8_params)
@@ -335,7 +356,7 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
         stage=max(layout.zero_stage, 1 if layout.distributed_optimizer else 0),
         precision=layout.precision, flash_attention=flash_attention, fp8_params=fp8_params,
         grad_bytes=grad_bytes, reserve_bytes=reserve_bytes, dropout=dropout,
-        etp=layout.expert_tp, routing_skew=layout.routing_skew)
+        etp=layout.expert_tp, routing_skew=layout.routing_skew, offload_layers=offload_layers)
     weights, grads, optimizer, acts, total = (float(r[k]) for k in (
         "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"))
     if capacity_bytes is None:
@@ -359,7 +380,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
                            fp8_params: bool = False, grad_bytes: float | None = None,
                            reserve_bytes: float = 0.0, layers=None,
                            dropout: bool | None = None, etp=None,
-                           routing_skew: float = 1.0) -> dict:
+                           routing_skew: float = 1.0, offload_layers=0) -> dict:
     """:func:`training_memory` for arrays of layouts, broadcast together; its one
     implementation. ``recompute`` holds codes (0 none, 1 selective, 2 full), ``stage`` the
     sharding stage (0-3; Megatron's distributed optimizer is 1), ``num_microbatches`` may be
@@ -410,7 +431,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
         moe_layer = np.where(rc == 3, per_layer(rc, 0),
                              per_layer(rc, moe_ffn) + np.where(rc == 2, 0.0, saved))
         layer = (1 - moe_share) * layer + moe_share * moe_layer
-    acts = layer * n_layers / pp * inflight
+    acts = layer * (n_layers / pp - offload_layers) * inflight
     sp = np.where(sequence_parallel, tp, 1)
     if drop:
         acts = acts + s_local * b * h * inflight / sp  # embedding dropout mask, 1 byte
@@ -499,7 +520,7 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
                           "memory" if memory_s >= compute_s else "compute")
 
 
-__all__ = ["StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_param",
+__all__ = ["check_offload", "StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_param",
            "activations_per_layer_bytes", "pipeline_inflight_microbatches", "ParamSplit",
            "params_per_gpu", "TrainingMemory", "training_memory", "kv_heads_per_gpu",
            "kv_cache_bytes", "DecodeEstimate", "decode_step", "state_bytes_arrays",

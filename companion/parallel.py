@@ -41,7 +41,8 @@ from companion.validation import (PUBLISHED_RUNS, band, cross_validation, publis
 def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, *,
              software="megatron-core", calibration: Calibration = DEFAULT,
              uneven_stages: bool = False, embedding_loss_slots: bool = False,
-             reserve_bytes: float = 0.0, flop_convention: str = "bridge") -> Estimate:
+             reserve_bytes: float = 0.0, flop_convention: str = "bridge",
+             offload_layers: int = 0) -> Estimate:
     """Step time, breakdown, memory and MFU of ``layout`` training ``model`` on ``gpu``, with
     the step time's uncertainty band.
 
@@ -51,7 +52,8 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     :func:`cluster`); ``software`` a :data:`~companion.machine.STACKS` name or :class:`Stack`;
     ``layout.global_batch`` must be set. A layout that does not fit in memory is still timed,
     with ``fits=False`` and the reason. ``uneven_stages`` and ``embedding_loss_slots`` split
-    a pipeline whose pp x vpp does not divide the layers (see :func:`price`). MFU counts model FLOPs in ``flop_convention``
+    a pipeline whose pp x vpp does not divide the layers, and ``offload_layers`` keeps
+    layers' activations in host memory (see :func:`price`). MFU counts model FLOPs in ``flop_convention``
     (default ``bridge``: causal attention as it runs, Megatron-Bridge's count) against the
     dense peak at the layout's precision (``peak_flops``); HFU counts the FLOPs executed.
     ``step_time_low_s`` and ``step_time_high_s`` bound the step from the cross-validated errors
@@ -60,7 +62,7 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     """
     e = price(model, layout, gpu, num_gpus, system, software=software, calibration=calibration,
               uneven_stages=uneven_stages, embedding_loss_slots=embedding_loss_slots,
-              reserve_bytes=reserve_bytes,
+              reserve_bytes=reserve_bytes, offload_layers=offload_layers,
               flop_convention=flop_convention)
     moe = (preset(model) if isinstance(model, str) else model).is_moe
     low, high, basis = band(gpu, layout.precision, e.step_time_s, moe=moe)

@@ -186,7 +186,9 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         _num("domain_gpus", "GPUs per scale-up domain the job uses", kind="int", minimum=1,
              required=False),
         Column("attention_kernel", "choice", required=False, blank=True,
-               allowed=ATTENTION_KERNELS)),
+               allowed=ATTENTION_KERNELS),
+        _num("offload_layers", "layers whose activations the recipe keeps in host memory",
+             kind="int", minimum=0, required=False)),
         "one published training run: layout and measured speed"),
     Schema("published_measurements.csv", "id", (
         _text("id"), _text("kind"),

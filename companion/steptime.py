@@ -283,7 +283,8 @@ def memory_arrays(model, gpu, st, X, reserve_bytes=0.0, precision="bf16"):
         recompute=k["rc"], stage=k["zero"], precision=precision,
         flash_attention=st.flash_attention, reserve_bytes=reserve_bytes,
         grad_bytes=st.grad_reduce_bytes,
-        layers=k["pp"] * k["stage_layers"], etp=k.get("etp"), routing_skew=_one_skew(k))
+        layers=k["pp"] * k["stage_layers"], etp=k.get("etp"), routing_skew=_one_skew(k),
+        offload_layers=k.get("offload", 0))
     total = r.pop("total_bytes")
     return {**r, "memory_bytes": total, "fits": total <= gpu.usable_hbm_bytes}
 

@@ -190,10 +190,19 @@ def _price_row(row, calibration: Calibration, software: Stack | None = None,
     """The model's estimate of one published run, as the run was laid out and configured
     (``software``: another stack in place of the run's own; ``split``: another pipeline
     split in place of :func:`pipeline_split`'s)."""
+    offload = row.get("offload_layers")
     return price(row["model"], run_layout(row), row["gpu"], system=run_cluster(row),
                  software=run_stack(row) if software is None else software,
                  calibration=calibration, **(pipeline_split(row) if split is None else split),
-                 **kw)
+                 offload_layers=int(offload) if _given(offload) else 0, **kw)
+
+
+def run_estimate(row, calibration: Calibration = DEFAULT):
+    """The model's :class:`~companion.estimator.Estimate` of one published run (a row of
+    :func:`published_runs`) as the run was laid out and configured: its stack
+    (:func:`run_stack`), system (:func:`run_cluster`), pipeline split
+    (:func:`pipeline_split`) and activation offload (``offload_layers``)."""
+    return _price_row(row, calibration)
 
 
 def errors_with_stack(run_ids, calibration: Calibration = DEFAULT, *, split: dict | None = None,
@@ -567,7 +576,7 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 
 
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
-           "every_run", "run_stack", "pipeline_split", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
+           "every_run", "run_stack", "pipeline_split", "run_estimate", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
            "fitted_ep_overlap_hidden", "MOE_SYNC_FITTING", "moe_sync_measured",
            "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",

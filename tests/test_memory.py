@@ -366,3 +366,28 @@ def test_the_gradient_buffer_holds_the_reduce_dtype():
                  for g in (2, 4))
     assert four.grads_bytes == pytest.approx(2 * two.grads_bytes)
     assert two.grads_bytes == pytest.approx(two.weights_bytes)
+
+
+def test_offloaded_layers_keep_their_activations_on_the_host():
+    """Transformer Engine's CPU offload: activation memory (num_layers - num_offloaded_layers)
+    x T; Megatron-Core refuses it for every layer, with pipeline parallelism and with
+    recomputation."""
+    m = preset("llama3-70b")
+    lay = Layout(tp=1, pp=1, dp=64, microbatch=2, global_batch=256, precision="fp8",
+                 zero_stage=3)
+    whole, kept = (mem.training_memory(m, lay, "GB200", offload_layers=k) for k in (0, 40))
+    per_layer = mem.activations_per_layer_bytes(m.seq_len, 2, m.hidden, m.heads,
+                                                ffn_hidden=m.ffn_hidden, kv_heads=m.kv_heads,
+                                                ffn_type=m.ffn_type, dropout=False,
+                                                gemm_input_bytes=1)
+    assert whole.activations_bytes - kept.activations_bytes == pytest.approx(40 * per_layer)
+    assert kept.weights_bytes == whole.weights_bytes
+    for kw, match in ((dict(offload_layers=m.layers), "offload_layers"),
+                      (dict(offload_layers=-1), "offload_layers"),
+                      (dict(offload_layers=1.5), "offload_layers")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            mem.training_memory(m, lay, **kw)
+    with pytest.raises(ValueError, match="needs pp=1"):
+        mem.training_memory(m, Layout(tp=4, pp=2, dp=8, global_batch=64), offload_layers=4)
+    with pytest.raises(ValueError, match="recompute='none'"):
+        mem.training_memory(m, replace(lay, recompute="full"), offload_layers=4)
