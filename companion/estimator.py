@@ -13,8 +13,8 @@ from companion.calibration import DEFAULT, Calibration
 from companion.machine import Stack, resolve
 from companion.memory import check_offload
 from companion.model import Layout, Transformer, check_layout, preset, presets
-from companion.steptime import (RECOMPUTE_CODE, derived_arrays, memory_arrays, stage_layers,
-                                step_arrays)
+from companion.steptime import (RECOMPUTE_CODE, check_split, derived_arrays, memory_arrays,
+                                stage_layers, step_arrays)
 
 
 def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False,
@@ -142,11 +142,7 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
-    checks.boolean("uneven_stages", uneven_stages)
-    checks.boolean("embedding_loss_slots", embedding_loss_slots)
-    if uneven_stages and embedding_loss_slots:
-        raise ValueError("uneven_stages and embedding_loss_slots are two ways to split a "
-                         "pipeline; pass at most one")
+    check_split(uneven_stages, embedding_loss_slots)
     slots = embedding_loss_slots and layout.pp > 1
     if slots and (model.layers + 2) % (layout.pp * layout.vpp):
         raise ValueError(f"embedding_loss_slots needs pp x vpp = {layout.pp * layout.vpp} to "

@@ -27,7 +27,8 @@ from companion import checks
 from companion.calibration import DEFAULT, Calibration
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, layout_text, preset
 from companion.machine import domain_fill, resolve, stack
-from companion.steptime import (derived_arrays, memory_arrays, stage_layers, step_arrays)
+from companion.steptime import (check_split, derived_arrays, memory_arrays, needs_slots,
+                                stage_layers, step_arrays)
 from companion.validation import band
 
 ZERO_NAMES = {0: "none", 1: "distributed optimizer", 2: "zero-2", 3: "zero-3"}
@@ -78,8 +79,8 @@ def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, u
     vpps = sorted(set(range(1, L + 1) if vpp == "all" else vpp) | {1})
     allowed = np.isin(vpps, range(1, L + 1) if vpp == "all" else vpp)
 
-    def slotted(p, v):  # layouts that need the embedding and loss slots to divide
-        return slots & (p > 1) & (L % (p * v) != 0) & ((L + 2) % (p * v) == 0)
+    def slotted(p, v):
+        return slots & needs_slots(L, p, v)
 
     def layers_of(p, v):
         return np.where(slotted(p, v), (L + 2) // p, stage_layers(L, p, v, uneven))
@@ -125,11 +126,7 @@ def grid(model, num_gpus: int, global_batch: int, *, max_tp: int | None = None,
     Arguments as in :func:`candidates`, which flattens the grid.
     """
     _check_choices(recompute, sequence_parallel, zero, vpp)
-    checks.boolean("uneven_stages", uneven_stages)
-    checks.boolean("embedding_loss_slots", embedding_loss_slots)
-    if uneven_stages and embedding_loss_slots:
-        raise ValueError("uneven_stages and embedding_loss_slots are two ways to split a "
-                         "pipeline; pass at most one")
+    check_split(uneven_stages, embedding_loss_slots)
     S = _structures(model, num_gpus, global_batch, max_tp or num_gpus, max_cp or num_gpus,
                     max_microbatch, uneven_stages, exact_batch, vpp, embedding_loss_slots)
     X = {name: S[name].reshape(-1, 1, 1, 1) for name in (

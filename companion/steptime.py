@@ -515,6 +515,23 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
 
 
 # -- one layout --------------------------------------------------------------------------------
+def check_split(uneven_stages, embedding_loss_slots) -> None:
+    """The two ways to split a pipeline whose pp x vpp does not divide the layers, each a
+    bool, and at most one of them."""
+    checks.boolean("uneven_stages", uneven_stages)
+    checks.boolean("embedding_loss_slots", embedding_loss_slots)
+    if uneven_stages and embedding_loss_slots:
+        raise ValueError("uneven_stages and embedding_loss_slots are two ways to split a "
+                         "pipeline; pass at most one")
+
+
+def needs_slots(layers: int, pp, vpp):
+    """Where pp x vpp divides layers + 2 but not the layers (arrays broadcast): the splits
+    that run only with the embedding and the loss in a layer's slot each."""
+    pv = np.asarray(pp) * np.asarray(vpp)
+    return (np.asarray(pp) > 1) & (layers % pv != 0) & ((layers + 2) % pv == 0)
+
+
 def stage_layers(layers: int, pp, vpp, uneven: bool = False, embedding_loss: bool = False):
     """Layers on the fullest pipeline stage: layers/pp, or with ``uneven`` stages
     ceil(layers / (pp vpp)) vpp (the last stage takes what is left), or with

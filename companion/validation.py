@@ -24,7 +24,7 @@ from companion.calibration import DEFAULT, Calibration, measurements
 from companion.estimator import price
 from companion.machine import Stack, cluster, stack
 from companion.model import Layout, Transformer, preset
-from companion.steptime import FLOP_CONVENTIONS, model_flops_per_token
+from companion.steptime import FLOP_CONVENTIONS, model_flops_per_token, needs_slots
 
 
 PUBLISHED_RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs.csv"
@@ -94,11 +94,10 @@ def pipeline_split(row) -> dict:
     ``ASYM_PP_EMBED=True``, ``ASYM_PP_LOSS=True``; the Megatron-LM MoE recipes' Qwen3-235B);
     ``uneven_stages`` for the rest (DeepSeek-V3's explicit pipeline layouts are priced as
     padded stages)."""
-    L, pp = preset(row["model"]).layers, int(row["pp"])
-    pv = pp * int(row["vpp"])
-    if pp == 1 or L % pv == 0:
-        return {}
-    return {"embedding_loss_slots": True} if (L + 2) % pv == 0 else {"uneven_stages": True}
+    L, pp, vpp = preset(row["model"]).layers, int(row["pp"]), int(row["vpp"])
+    if needs_slots(L, pp, vpp):
+        return {"embedding_loss_slots": True}
+    return {"uneven_stages": True} if L % (pp * vpp) else {}
 
 
 def run_layout(row) -> Layout:
