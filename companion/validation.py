@@ -263,9 +263,16 @@ def _system_names() -> frozenset:
 ROLES = ("fit", "check", "held out")
 #: The fitting subsets: the only rows any constant was set on. Dense: ``gemm_in_training``.
 FITTING_SUBSET = "Korthikanti et al. 2022, Table 5"
-#: MoE: ``ep_overlap_hidden``, from the model zoo's pair with and without the overlap.
-EP_OVERLAP_FITTING = ("mcore_modelzoo_h100_qwen3_235b_ep32_deepep",
-                      "mcore_modelzoo_h100_qwen3_235b_ep32_deepep_overlap")
+#: MoE: ``ep_overlap_hidden``, from the two published pairs of one layout run without and with
+#: the expert overlap, (without, with): the Megatron MoE model zoo's Qwen3-235B-A22B on 256 H100
+#: with DeepEP, and Megatron-Bridge pull request 3862's Qwen3-30B-A3B on 16 H100 with the NCCL
+#: all-to-all dispatcher.
+EP_OVERLAP_PAIRS = (("mcore_modelzoo_h100_qwen3_235b_ep32_deepep",
+                     "mcore_modelzoo_h100_qwen3_235b_ep32_deepep_overlap"),
+                    ("bridgepr3862_h100_qwen3_30b_a3b_16_bf16_alltoall",
+                     "bridgepr3862_h100_qwen3_30b_a3b_16_bf16_alltoall_overlap"))
+#: the runs of :data:`EP_OVERLAP_PAIRS`: the MoE family's fitting rows
+EP_OVERLAP_FITTING = tuple(run for pair in EP_OVERLAP_PAIRS for run in pair)
 
 
 def role(row) -> str:
@@ -373,34 +380,59 @@ def fitted_gemm_in_training(calibration: Calibration = DEFAULT) -> float:
     return _fit(lin[(lin["role"] == "fit") & (lin["moe"] == "dense")])
 
 
-def _ep_overlap_pair():
+def _ep_overlap_pairs():
     runs = published_runs(False, moe=True).set_index("run_id")
-    return tuple(runs.loc[r] for r in EP_OVERLAP_FITTING)
+    return [(runs.loc[a], runs.loc[b]) for a, b in EP_OVERLAP_PAIRS]
 
 
-def ep_overlap_measured() -> float:
-    """The measured step of the :data:`companion.validation.EP_OVERLAP_FITTING` run with the
-    expert overlap over the step without it (17.6 s / 19.7 s)."""
-    plain, overlapped = _ep_overlap_pair()
-    return float(overlapped["measured_step_time_s"] / plain["measured_step_time_s"])
+def ep_overlap_measured() -> pd.Series:
+    """For each pair of :data:`companion.validation.EP_OVERLAP_PAIRS` (indexed by the run
+    with the overlap), its measured step with the expert overlap over the step without it:
+    17.6 s / 19.7 s (DeepEP) and 31.20 s / 41.25 s (NCCL all-to-all)."""
+    return pd.Series({b.name: float(b["measured_step_time_s"] / a["measured_step_time_s"])
+                      for a, b in _ep_overlap_pairs()}, name="measured_ratio")
 
 
-def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> float:
-    """The model's step of the :data:`companion.validation.EP_OVERLAP_FITTING` run with the
-    expert overlap over the step without it, when the overlap hides ``hidden`` of the
+def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> pd.Series:
+    """The model's step of each pair's run with the expert overlap over the run without it
+    (indexed as :func:`ep_overlap_measured`), when the overlap hides ``hidden`` of the
     hideable all-to-all."""
     cal = replace(calibration, ep_overlap_hidden=hidden)
-    plain, overlapped = (_price_row(r, cal).step_time_s for r in _ep_overlap_pair())
-    return overlapped / plain
+    return pd.Series({b.name: _price_row(b, cal).step_time_s / _price_row(a, cal).step_time_s
+                      for a, b in _ep_overlap_pairs()}, name="model_ratio")
+
+
+#: the fractions the expert-overlap fit tries
+EP_OVERLAP_GRID = np.round(np.linspace(0.0, 1.0, 101), 2)
+
+
+@functools.cache
+def ep_overlap_grid(calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """:func:`ep_overlap_ratio` at every fraction of :data:`EP_OVERLAP_GRID` (rows) for each
+    pair (columns)."""
+    pairs = _ep_overlap_pairs()
+    plain = [_price_row(a, calibration).step_time_s for a, _ in pairs]  # no overlap to vary
+    rows = [[_price_row(b, replace(calibration, ep_overlap_hidden=f)).step_time_s / p
+             for (_, b), p in zip(pairs, plain)] for f in EP_OVERLAP_GRID]
+    return pd.DataFrame(rows, columns=[b.name for _, b in pairs],
+                        index=pd.Index(EP_OVERLAP_GRID, name="ep_overlap_hidden"))
 
 
 def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
-    """``ep_overlap_hidden`` refitted on :data:`companion.validation.EP_OVERLAP_FITTING`
-    alone: the fraction (to 0.01) at which :func:`companion.validation.ep_overlap_ratio`
-    equals :func:`companion.validation.ep_overlap_measured`. The default calibration carries
-    it (a test pins that)."""
-    return _grid_fit(np.round(np.linspace(0.0, 1.0, 101), 2),
-                     lambda f: ep_overlap_ratio(f, calibration), ep_overlap_measured())
+    """``ep_overlap_hidden`` refitted on :data:`companion.validation.EP_OVERLAP_PAIRS` alone:
+    the fraction (to 0.01) whose modelled ratios (:func:`ep_overlap_ratio`) come nearest the
+    measured ones (:func:`ep_overlap_measured`), in the sum of squared log ratios, each pair
+    weighted alike. The default calibration carries it (a test pins that)."""
+    grid = ep_overlap_grid(calibration)
+    miss = (np.log(grid) - np.log(ep_overlap_measured())).pow(2).sum(axis=1)
+    return float(miss.idxmin())
+
+
+def ep_overlap_alone(calibration: Calibration = DEFAULT) -> pd.Series:
+    """The fraction each pair of :data:`EP_OVERLAP_PAIRS` would set on its own (the grid value
+    whose modelled ratio is nearest its measured one): how far the pairs disagree."""
+    grid = ep_overlap_grid(calibration)
+    return (grid - ep_overlap_measured()).abs().idxmin().rename("alone")
 
 
 def _grid_fit(grid, model_ratio, measured: float) -> float:
@@ -577,6 +609,7 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
 __all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "pipeline_split", "run_estimate", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
-           "fitted_ep_overlap_hidden", "MOE_SYNC_FITTING", "moe_sync_measured",
+           "fitted_ep_overlap_hidden", "ep_overlap_grid", "ep_overlap_alone", "EP_OVERLAP_GRID",
+           "MOE_SYNC_FITTING", "moe_sync_measured",
            "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",
-           "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "ROLES"]
+           "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "EP_OVERLAP_PAIRS", "ROLES"]

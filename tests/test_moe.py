@@ -327,10 +327,11 @@ def test_expert_loop_costs_what_transformer_engine_measured():
                                                    rel=1e-6)
 
 
-def test_moe_runs_are_their_own_family_and_only_the_overlap_pair_fits_a_constant():
+def test_moe_runs_are_their_own_family_and_only_the_overlap_pairs_fit_a_constant():
     from companion import validation as V
     fam = V.family_errors(["moe"]).set_index("moe")
-    assert fam.loc["MoE", "runs"] == len(parallel.published_runs(True, moe=True)) + 2
+    assert len(V.EP_OVERLAP_FITTING) == 4  # two pairs, each without and with the overlap
+    assert fam.loc["MoE", "runs"] == len(parallel.published_runs(True, moe=True)) + 4
     cv = V.cross_validation()
     moe_rows = cv[cv["moe"] == "MoE"]
     fit = moe_rows[moe_rows["role"] == "fit"]
@@ -343,16 +344,30 @@ def test_moe_runs_are_their_own_family_and_only_the_overlap_pair_fits_a_constant
 
 def test_the_ep_overlap_constant_is_the_pairs_refit():
     # Megatron-MoE model zoo, Qwen3-235B-A22B on 256 H100, EP32 DeepEP: 19.7 s (245 model
-    # TFLOP/s/GPU) without and 17.6 s (276) with "+1f1b overlap"
+    # TFLOP/s/GPU) without and 17.6 s (276) with "+1f1b overlap"; Megatron-Bridge pull
+    # request 3862, Qwen3-30B-A3B on 16 H100, EP16 NCCL all-to-all: 41.25 s without, 31.20 s
+    # with the overlap and delayed weight gradients (31.31 s with the overlap alone)
     from dataclasses import replace
     from companion import validation as V
     from companion.calibration import DEFAULT
     assert V.fitted_ep_overlap_hidden() == pytest.approx(DEFAULT.ep_overlap_hidden)
     runs = parallel.published_runs(False, moe=True).set_index("run_id")
-    plain, over = (runs.loc[r] for r in V.EP_OVERLAP_FITTING)
-    # the table's step times, 19.7 s and 17.6 s
-    assert plain["measured_step_time_s"] / over["measured_step_time_s"] == pytest.approx(
-        19.7 / 17.6)
+    published = ((19.7, 17.6), (41.25, 31.20))
+    for (without, with_), (plain_s, over_s) in zip(V.EP_OVERLAP_PAIRS, published):
+        plain, over = runs.loc[without], runs.loc[with_]
+        assert plain["measured_step_time_s"] / over["measured_step_time_s"] == pytest.approx(
+            plain_s / over_s)
+        # a pair differs in the overlap alone
+        same = ["model", "gpu", "system", "tp", "pp", "dp", "ep", "vpp", "microbatch",
+                "global_batch", "precision", "dispatcher"]
+        assert plain[same].fillna("").equals(over[same].fillna(""))
+        assert not V.run_stack(plain).overlap_ep and V.run_stack(over).overlap_ep
+    # the pair the all-to-all dispatcher ran hides more than the DeepEP one: one fraction
+    # leaves the model's ratio above the DeepEP pair's and below the NCCL pair's
+    model = 1 / V.ep_overlap_ratio(DEFAULT.ep_overlap_hidden)
+    measured = 1 / V.ep_overlap_measured()
+    deepep, nccl = (pair[1] for pair in V.EP_OVERLAP_PAIRS)
+    assert model[deepep] > measured[deepep] and model[nccl] < measured[nccl]
     with pytest.raises(ValueError, match="ep_overlap_hidden"):
         replace(DEFAULT, ep_overlap_hidden=1.5)
     lo, hi, basis = V.band("GB200", "fp8", 1.0, moe=True)

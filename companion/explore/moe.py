@@ -176,12 +176,17 @@ def validation_frame(calibration=DEFAULT) -> pd.DataFrame:
 
 def ep_overlap_fit() -> dict:
     """The expert-overlap constant and what it stands against: ``hidden`` (the calibration's
-    ``ep_overlap_hidden``), the measured step ratio of the model zoo pair (without over with
-    the overlap) and the ratio if the overlap hid all of the hideable all-to-all
-    (``full_ratio``)."""
-    return {"hidden": DEFAULT.ep_overlap_hidden,
-            "measured_ratio": 1 / validation.ep_overlap_measured(),
-            "full_ratio": 1 / validation.ep_overlap_ratio(1.0)}
+    ``ep_overlap_hidden``) and ``pairs``, one row per published pair of
+    :data:`companion.validation.EP_OVERLAP_PAIRS` (indexed by the run with the overlap): the
+    measured step ratio (without over with the overlap), the model's at ``hidden``, the
+    model's if the overlap hid all of the hideable all-to-all (``full_ratio``) and the fraction
+    the pair would set on its own (``alone``)."""
+    grid = validation.ep_overlap_grid(DEFAULT)
+    pairs = pd.DataFrame({"measured_ratio": 1 / validation.ep_overlap_measured(),
+                          "model_ratio": 1 / grid.loc[DEFAULT.ep_overlap_hidden],
+                          "full_ratio": 1 / grid.loc[1.0],
+                          "alone": validation.ep_overlap_alone(DEFAULT)})
+    return {"hidden": DEFAULT.ep_overlap_hidden, "pairs": pairs}
 
 
 def sync_fit() -> dict:
@@ -189,6 +194,11 @@ def sync_fit() -> dict:
     ``moe_sync_s``) and the measured step ratio of Megatron-LM's Qwen3-30B-A3B recipe pair
     (dispatcher eager over the whole step in one CUDA graph)."""
     return {"sync_s": DEFAULT.moe_sync_s, "measured_ratio": validation.moe_sync_measured()}
+
+
+def with_ep_overlap_hidden(hidden: float):
+    """The default calibration with ``ep_overlap_hidden`` set to ``hidden``."""
+    return replace(DEFAULT, ep_overlap_hidden=hidden)
 
 
 def without_sync():
