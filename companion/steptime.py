@@ -253,6 +253,21 @@ def _all_to_all_s(tokens, n, stride, world, model, gpu, cl, cal, st, fp8, skew, 
     return np.where(n > 1, out, 0.0).reshape(shape)
 
 
+def _queue_ordered(gpu, st, model) -> bool:
+    """Whether the GPU runs kernels in the order the host queued them, which Hopper's TP and
+    CP overlaps need: Megatron-Bridge runs Hopper with CUDA_DEVICE_MAX_CONNECTIONS=1 "to
+    enforce kernel queuing order ... Otherwise, communication kernel will be pushed to the
+    end of the GEMM kernel, failing to overlap the kernels", except when the expert overlap
+    is on (``scripts/performance/perf_plugins.py``, ``_set_num_cuda_device_max_connections``:
+    8, or 32 with DeepEP or HybridEP; the Megatron MoE model zoo's ``sbatch_benchmarking.sh``
+    sets 32 with ``A2A_OVERLAP=1`` and 1 without). Blackwell (compute capability 10 and up)
+    runs 32 connections either way and overlaps TP regardless."""
+    if not (st.overlap_ep and model.is_moe):
+        return True
+    cc = str(getattr(gpu, "compute_capability", ""))
+    return not cc.replace(".", "", 1).isdigit() or float(cc) >= 10
+
+
 def _reruns_moe(rc):
     # full recompute and MoE recompute run an MoE layer's forward (dispatch included) twice
     return (rc == RECOMPUTE_CODE["full"]) | (rc == RECOMPUTE_CODE["moe"])
@@ -404,7 +419,8 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     act = tokens * model.hidden * ACT_BYTES
     n_ar = 4 + 2 * (rc == 2) + (sp & (rc != 2))  # SP re-gathers its input in backward
     tp_comm = n_ar * _all_reduce_s(act, t, 1, cl, cal)
-    tp_x = np.maximum(0.0, tp_comm - gemm - gemm_b) if st.overlap_tp else tp_comm
+    ordered = _queue_ordered(gpu, st, model)
+    tp_x = np.maximum(0.0, tp_comm - gemm - gemm_b) if st.overlap_tp and ordered else tp_comm
     kv = 2 * act * model.kv_heads_used / model.heads / t
     # Ring attention as Transformer Engine runs it (AttnFuncWithCPAndKVP2P): c steps, each a
     # fused-attention call on one KV block while the next block is in flight; c - 1 sends
@@ -414,7 +430,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     steps = np.maximum(c, 1)
     cp_comm = (c - 1) * (3 + (rc == 2)) * send
     cp_x = (c - 1) * (np.maximum(0.0, send - core / steps) * (1 + (rc == 2))
-                      + np.maximum(0.0, 2 * send - core_bwd / steps))
+                      + np.maximum(0.0, 2 * send - core_bwd / steps)) if ordered else cp_comm
     ep_comm = np.zeros_like(gemm)
     if model.is_moe:
         ep_comm = fm * _all_to_all_s(tokens / t, e, et, t * c * d * p, model, gpu, cl, cal, st,

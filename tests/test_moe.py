@@ -485,3 +485,27 @@ def test_the_expert_overlap_pairs_each_transfer_with_one_sub_module():
     half = parallel.estimate("qwen3-235b-a22b", lay, "H100", software=st[True],
                              calibration=replace(DEFAULT, ep_overlap_hidden=0.5))
     assert over.ep_comm_s - half.ep_exposed_s == pytest.approx(hidden / 2)
+
+
+def test_on_hopper_the_expert_overlap_costs_tp_its_kernel_order():
+    """Megatron-Bridge's perf_plugins.py (_set_num_cuda_device_max_connections) runs Hopper
+    with CUDA_DEVICE_MAX_CONNECTIONS=1 when TP or CP > 1, "to enforce kernel queuing order
+    ... Otherwise, communication kernel will be pushed to the end of the GEMM kernel, failing
+    to overlap the kernels", but not when moe_a2a_overlap is on (8, or 32 with DeepEP); the
+    Megatron MoE model zoo's sbatch_benchmarking.sh sets 32 with A2A_OVERLAP=1 and 1 without.
+    SM100 and newer get 32 connections either way. So on H100 the expert overlap leaves the
+    TP collectives exposed; on GB200 it does not, and a dense model is never affected."""
+    from dataclasses import replace
+    lay = Layout(tp=2, pp=1, dp=32, ep=32, etp=1, microbatch=1, global_batch=256,
+                 precision="fp8", sequence_parallel=True)
+    st = {o: replace(parallel.STACKS["megatron-bridge"], overlap_ep=o) for o in (False, True)}
+    h100 = {o: parallel.estimate("qwen3-235b-a22b", lay, "H100", software=st[o])
+            for o in (False, True)}
+    assert h100[False].tp_exposed_s < h100[False].tp_comm_s
+    assert h100[True].tp_exposed_s == pytest.approx(h100[True].tp_comm_s)
+    gb200 = parallel.estimate("qwen3-235b-a22b", lay, "GB200", software=st[True])
+    assert gb200.tp_exposed_s < gb200.tp_comm_s
+    dense = Layout(tp=2, pp=1, dp=32, microbatch=1, global_batch=256, precision="fp8",
+                   sequence_parallel=True)
+    a, b = (parallel.estimate("llama3-8b", dense, "H100", software=st[o]) for o in (False, True))
+    assert a.tp_exposed_s == b.tp_exposed_s < a.tp_comm_s
