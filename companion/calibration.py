@@ -67,7 +67,7 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   ("+1f1b overlap"), 1.12x; and Megatron-Bridge pull request 3862's Qwen3-30B-A3B on 16
   H100s, TP1 EP16 across two nodes with the NCCL all-to-all dispatcher, 41.25 s without and
   31.20 s with it (and delayed weight gradients), 1.32x. On Hopper the overlap also costs the
-  TP and CP overlaps their kernel order (:func:`companion.steptime._queue_ordered`: the
+  TP and CP overlaps their kernel order (``companion.steptime``, ``_queue_ordered``: the
   recipes raise CUDA_DEVICE_MAX_CONNECTIONS from 1 when it is on), which the first pair pays
   at TP2 and the second, at TP1, does not. With every other constant fixed (``moe_sync_s``
   included), 0.82 comes nearest both ratios in squared log error
