@@ -290,6 +290,15 @@ def _gpu_by_key(key):
     return _gpu_from_row(frame.loc[frame["key"] == key].iloc[0])
 
 
+
+def compute_major(spec) -> int:
+    """The major CUDA compute capability of a GPU spec (or anything with a
+    ``compute_capability``): 9 Hopper, 10 Blackwell; 0 for a part without one (AMD's gfx
+    targets)."""
+    major = str(getattr(spec, "compute_capability", "")).split(".")[0]
+    return int(major) if major.isdigit() else 0
+
+
 def gpu(name):
     """The GPU called ``name`` (forgiving: ``"H100"``, ``"h100-sxm"``, ``"GB200"``, ``"MI300X"``).
 

@@ -393,9 +393,8 @@ TILE_PRESETS = {
 def tile_preset(gpu) -> TilePreset:
     """The :data:`TILE_PRESETS` entry for ``gpu``'s architecture: compute capability 10 and up
     Blackwell, 9 Hopper, older (and non-NVIDIA parts, which have no preset here) Ampere's."""
-    g = resolve_gpu(gpu)
-    cc = str(getattr(g, "compute_capability", ""))
-    major = int(cc.split(".")[0]) if cc.split(".")[0].isdigit() else 0
+    from companion.hardware import compute_major  # lazy, as resolve_gpu's registry
+    major = compute_major(resolve_gpu(gpu))
     return TILE_PRESETS["blackwell" if major >= 10 else "hopper" if major == 9 else "ampere"]
 
 

@@ -83,7 +83,8 @@ def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, u
         return slots & needs_slots(L, p, v)
 
     def layers_of(p, v):
-        return np.where(slotted(p, v), (L + 2) // p, stage_layers(L, p, v, uneven))
+        return np.where(slotted(p, v), stage_layers(L, p, v, embedding_loss=True),
+                        stage_layers(L, p, v, uneven))
 
     def stage_ok(g):
         v, p = g["vpp"], g["pp"]

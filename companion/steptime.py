@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from companion import checks, moe
+from companion import checks, hardware, moe
 from companion.calibration import (attention_fraction, block_scaled_gemm_slowdown,
                                    linear_times, quantization_bytes, sustained_fraction)
 from companion.comm import collective_time_s
@@ -264,8 +264,8 @@ def _queue_ordered(gpu, st, model) -> bool:
     runs 32 connections either way and overlaps TP regardless."""
     if not (st.overlap_ep and model.is_moe):
         return True
-    cc = str(getattr(gpu, "compute_capability", ""))
-    return not cc.replace(".", "", 1).isdigit() or float(cc) >= 10
+    major = hardware.compute_major(gpu)
+    return major == 0 or major >= 10
 
 
 def _reruns_moe(rc):

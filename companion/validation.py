@@ -393,13 +393,22 @@ def ep_overlap_measured() -> pd.Series:
                       for a, b in _ep_overlap_pairs()}, name="measured_ratio")
 
 
+def _ep_overlap_ratios(fractions, calibration: Calibration) -> pd.DataFrame:
+    # each pair's step with the overlap over its step without, one row per fraction hidden;
+    # the run without the overlap does not depend on the fraction, so it is priced once
+    pairs = _ep_overlap_pairs()
+    plain = [_price_row(a, calibration).step_time_s for a, _ in pairs]
+    rows = [[_price_row(b, replace(calibration, ep_overlap_hidden=f)).step_time_s / p
+             for (_, b), p in zip(pairs, plain)] for f in fractions]
+    return pd.DataFrame(rows, columns=[b.name for _, b in pairs],
+                        index=pd.Index(fractions, name="ep_overlap_hidden"))
+
+
 def ep_overlap_ratio(hidden: float, calibration: Calibration = DEFAULT) -> pd.Series:
     """The model's step of each pair's run with the expert overlap over the run without it
     (indexed as :func:`ep_overlap_measured`), when the overlap hides ``hidden`` of the
     hideable all-to-all."""
-    cal = replace(calibration, ep_overlap_hidden=hidden)
-    return pd.Series({b.name: _price_row(b, cal).step_time_s / _price_row(a, cal).step_time_s
-                      for a, b in _ep_overlap_pairs()}, name="model_ratio")
+    return _ep_overlap_ratios([hidden], calibration).iloc[0].rename("model_ratio")
 
 
 #: the fractions the expert-overlap fit tries
@@ -410,12 +419,7 @@ EP_OVERLAP_GRID = np.round(np.linspace(0.0, 1.0, 101), 2)
 def ep_overlap_grid(calibration: Calibration = DEFAULT) -> pd.DataFrame:
     """:func:`ep_overlap_ratio` at every fraction of :data:`EP_OVERLAP_GRID` (rows) for each
     pair (columns)."""
-    pairs = _ep_overlap_pairs()
-    plain = [_price_row(a, calibration).step_time_s for a, _ in pairs]  # no overlap to vary
-    rows = [[_price_row(b, replace(calibration, ep_overlap_hidden=f)).step_time_s / p
-             for (_, b), p in zip(pairs, plain)] for f in EP_OVERLAP_GRID]
-    return pd.DataFrame(rows, columns=[b.name for _, b in pairs],
-                        index=pd.Index(EP_OVERLAP_GRID, name="ep_overlap_hidden"))
+    return _ep_overlap_ratios(EP_OVERLAP_GRID, calibration)
 
 
 def fitted_ep_overlap_hidden(calibration: Calibration = DEFAULT) -> float:
