@@ -509,3 +509,20 @@ def test_on_hopper_the_expert_overlap_costs_tp_its_kernel_order():
                    sequence_parallel=True)
     a, b = (parallel.estimate("llama3-8b", dense, "H100", software=st[o]) for o in (False, True))
     assert a.tp_exposed_s == b.tp_exposed_s < a.tp_comm_s
+
+
+def test_residuals_grouped_by_expert_overlap_and_local_experts():
+    # Qwen3 routes over 128 experts (Qwen3-30B-A3B / Qwen3-235B-A22B model cards), so EP 8 leaves
+    # 16 per GPU; the runs' recipes set moe_a2a_overlap (the ep_overlap column, cited per row).
+    # Megatron-Bridge PR 1760 measured the B200 Qwen3-235B-A22B step at 20.1 s with the overlap
+    # and 16.9 s without: the group the table isolates is the one that pair points at.
+    from companion.explore import moe as mx
+    val = mx.validation_frame()
+    t = mx.overlap_by_local_experts(val)
+    assert t["runs"].sum() == len(val)
+    row = val.set_index("run_id").loc["bridge2511_b200_qwen3_235b_a22b_fp8mx"]
+    assert row["ep"] == 8 and row["local_experts"] == 16 and row["ep_overlap"]
+    both = val[val["ep_overlap"] & (val["local_experts"] == 16)]
+    cell = t[(t["ep_overlap"]) & (t["local_experts"] == 16)].iloc[0]
+    assert cell["runs"] == len(both)
+    assert cell["mean_pct"] == pytest.approx(both["error_pct"].mean())
