@@ -72,6 +72,17 @@ class Choice:
 Control = Slider | Choice
 
 
+def log_grid(lo: float, hi: float, points: int) -> np.ndarray:
+    """``points`` values from ``lo`` to ``hi``, evenly spaced in log, rounded to 12 significant
+    digits: numpy's vectorized power differs in the last bit between CPUs' SIMD paths, and a
+    chart's stored data (which nbval compares) must be the same on every machine."""
+    checks.number("lo", lo, positive=True)
+    checks.number("hi", hi, positive=True, minimum=lo)
+    n = checks.number("points", points, integer=True, minimum=2,
+                      maximum=checks.MAX_GRID_POINTS)
+    return np.array([float(f"{v:.12g}") for v in np.logspace(np.log10(lo), np.log10(hi), n)])
+
+
 def _check_controls(controls: Sequence[Control]) -> list[Control]:
     controls = list(controls)
     for c in controls:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import checks, claims, hardware, roofline, units
 from ..catalogue.hardware import MEGATRON_1T_FLOPS
+from .core import log_grid
 
 #: The registry's GPUs, oldest first, and the short label each gets on a chart axis.
 SHORT_NAMES = {
@@ -199,7 +200,7 @@ def generations(names=("V100", "A100", "H100", "H200", "B200", "B300")):
 
 
 def rooflines(names=("A100", "H100", "H200", "B200"), precision="bf16",
-              intensities=tuple(np.logspace(0, 4, 41))):
+              intensities=tuple(log_grid(1.0, 1e4, 41))):
     """Attainable dense TFLOP/s against arithmetic intensity (FLOP/byte) for each GPU.
 
     Each GPU's own ridge point is added to ``intensities`` so that the corner is drawn sharp.

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import calibration, checks, hardware, memory, roofline, units
 from ..model import Layout, preset
-from .core import Choice, Slider
+from .core import Choice, Slider, log_grid
 
 #: GPUs drawn on the roofline chart, oldest first.
 ROOFLINE_GPUS = ("A100", "H100", "H200", "B200", "B300", "MI300X", "MI355X")
@@ -80,10 +80,7 @@ def gpu_table(gpus=ROOFLINE_GPUS) -> pd.DataFrame:
 def roofline_curves(gpus=ROOFLINE_GPUS, precision: str = "bf16", lo: float = 1.0,
                     hi: float = 1e4, points: int = 61) -> pd.DataFrame:
     """Attainable TFLOP/s against arithmetic intensity, one line per GPU (log-spaced)."""
-    checks.number("lo", lo, positive=True)
-    checks.number("hi", hi, positive=True, minimum=lo)
-    x = np.logspace(np.log10(lo), np.log10(hi), checks.number(
-        "points", points, integer=True, minimum=2, maximum=checks.MAX_GRID_POINTS))
+    x = log_grid(lo, hi, points)
     frames = [pd.DataFrame({"GPU": short_name(g), "intensity": x,
                             "TFLOP/s": roofline.attainable_flops(x, g, precision) / units.TERA})
               for g in gpus]
@@ -255,10 +252,7 @@ def measured_roof(memory_Bps: float, peak_flops: float, name: str = "this machin
     """A roofline drawn from measured roofs: min(peak, intensity x bandwidth), in TFLOP/s."""
     checks.number("memory_Bps", memory_Bps, positive=True)
     checks.number("peak_flops", peak_flops, positive=True)
-    checks.number("lo", lo, positive=True)
-    checks.number("hi", hi, positive=True, minimum=lo)
-    x = np.logspace(np.log10(lo), np.log10(hi), checks.number(
-        "points", points, integer=True, minimum=2, maximum=checks.MAX_GRID_POINTS))
+    x = log_grid(lo, hi, points)
     return pd.DataFrame({"GPU": name, "intensity": x,
                          "TFLOP/s": np.minimum(peak_flops, x * memory_Bps) / units.TERA})
 
