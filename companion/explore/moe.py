@@ -168,8 +168,9 @@ def validation_frame(calibration=DEFAULT) -> pd.DataFrame:
     v["ep"] = runs["ep"]
     # the runs that capture the whole iteration in one CUDA graph (the MLPerf submissions, the
     # MoE recipes' paged-stash variants): no host launches or syncs are left to expose
-    v["full_graph"] = [validation.run_stack(r).cuda_graphs for _, r in runs.iterrows()]
-    v["ep_overlap"] = [validation.run_stack(r).overlap_ep for _, r in runs.iterrows()]
+    stacks = [validation.run_stack(r) for _, r in runs.iterrows()]
+    v["full_graph"] = [st.cuda_graphs for st in stacks]
+    v["ep_overlap"] = [st.overlap_ep for st in stacks]
     v["local_experts"] = [preset(m).experts // e for m, e in zip(runs["model"], runs["ep"])]
     cols = ["run_id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "local_experts",
             "precision", "full_graph", "ep_overlap", "measured_step_time_s",
@@ -181,9 +182,12 @@ def overlap_by_local_experts(val: pd.DataFrame) -> pd.DataFrame:
     """Held-out MoE errors (a :func:`validation_frame`) grouped by whether the run overlapped
     its expert all-to-all and by its local experts per GPU: runs, mean and mean absolute error
     in percent. A residual table, not a mechanism: it shows where the model's misses sit."""
-    g = val.groupby(["ep_overlap", "local_experts"])["error_pct"]
-    return pd.DataFrame({"runs": g.size(), "mean_pct": g.mean(),
-                         "mean_abs_pct": g.apply(lambda x: x.abs().mean())}).reset_index()
+    rows = []
+    for (overlap, local), group in val.groupby(["ep_overlap", "local_experts"]):
+        s = error_summary(group)
+        rows.append({"ep_overlap": overlap, "local_experts": local, "runs": s["n"],
+                     "mean_pct": s["mean_pct"], "mean_abs_pct": s["mean_abs_pct"]})
+    return pd.DataFrame(rows)
 
 
 def ep_overlap_fit() -> dict:
