@@ -23,7 +23,7 @@ from companion import checks, hardware, schema
 from companion.calibration import DEFAULT, Calibration, measurements
 from companion.estimator import price
 from companion.machine import Stack, cluster, stack
-from companion.model import Layout, Transformer, preset
+from companion.model import Layout, Transformer, layout_text, preset
 from companion.steptime import FLOP_CONVENTIONS, model_flops_per_token, needs_slots
 
 
@@ -576,6 +576,46 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
     return step_time_s * lo, step_time_s * hi, basis
 
 
+#: What a pair of published runs may differ in for :func:`paired_runs`.
+PAIR_FACTORS = ("gpu", "software")
+
+
+def paired_runs(differ: str = "gpu", calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """Held-out published runs that are the same run but for one thing: same model, layout
+    (every parallel degree, microbatch, global batch), precision and publication (one release
+    of one table: :func:`source`), different ``differ``: ``"gpu"`` (e.g. DGX B200 against
+    GB200) or ``"software"`` (the stack, e.g. FP8 per-tensor current scaling against MXFP8 on
+    the same GPUs); ``same`` holds the other of the two. One row per pair, ``a`` before ``b``
+    in name order: the measured step of ``a`` over ``b``, the model's, and ``miss`` =
+    measured / model (above 1: ``a`` is slower against ``b`` than the model says). What no
+    single row shows: whether the model ranks two GPUs or two recipes the way the same
+    publisher measured them."""
+    checks.choice("differ", differ, PAIR_FACTORS)
+    runs = published_runs(True, None)
+    pred = validate(calibration, held_out=True, moe=None).set_index("run_id")
+    same = ["model", "tp", "pp", "cp", "dp", "ep", "vpp", "microbatch", "global_batch",
+            "precision", "release", "gpu", "software"]
+    same.remove(differ)
+    runs = runs.assign(release=[source(r) for _, r in runs.iterrows()])
+    rows = []
+    for _, group in runs.groupby(same, sort=True):
+        group = group.sort_values([differ, "run_id"]).drop_duplicates(differ)
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                a, b = group.iloc[i], group.iloc[j]
+                meas = a["measured_step_time_s"] / b["measured_step_time_s"]
+                model = (pred.loc[a["run_id"], "predicted_step_time_s"]
+                         / pred.loc[b["run_id"], "predicted_step_time_s"])
+                rows.append({"model": a["model"], "release": a["release"],
+                             "layout": layout_text(run_layout(a)),
+                             "same": a["software" if differ == "gpu" else "gpu"], "a": a[differ],
+                             "b": b[differ], "run_a": a["run_id"], "run_b": b["run_id"],
+                             "measured_ratio": meas, "model_ratio": model,
+                             "miss": meas / model})
+    return pd.DataFrame(rows, columns=["model", "release", "layout", "same", "a", "b", "run_a",
+                                       "run_b", "measured_ratio", "model_ratio", "miss"])
+
+
 #: The mechanisms in the order the chapter adds them, with reader-facing names.
 MECHANISM_STEPS = (
     ("sustained", "sustained GEMM rate (FP4 from NVFP4 kernels)"),
@@ -610,7 +650,7 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["mechanism_table", "MECHANISM_STEPS", "published_runs", "run_layout", "validate", "role", "source", "generation",
+__all__ = ["mechanism_table", "MECHANISM_STEPS", "paired_runs", "PAIR_FACTORS", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "pipeline_split", "run_estimate", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
            "fitted_ep_overlap_hidden", "ep_overlap_grid", "ep_overlap_alone", "EP_OVERLAP_GRID",

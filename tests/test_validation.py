@@ -329,3 +329,28 @@ def test_published_runs_fit_in_memory_but_for_named_reasons():
     assert row["offload_layers"] == 95 and kept.fits
     whole = V._price_row(row.drop("offload_layers"), DEFAULT)
     assert not whole.fits and whole.step_time_s == kept.step_time_s  # memory only
+
+
+def test_paired_runs_differ_in_one_thing_and_read_the_sources_ratios():
+    gpus = V.paired_runs("gpu")
+    runs = V.published_runs(True, None).set_index("run_id")
+    for _, p in gpus.iterrows():
+        a, b = runs.loc[p["run_a"]], runs.loc[p["run_b"]]
+        for col in ("model", "tp", "pp", "cp", "dp", "ep", "vpp", "microbatch",
+                    "global_batch", "precision", "software"):
+            assert a[col] == b[col], (p["run_a"], p["run_b"], col)
+        assert a["gpu"] != b["gpu"] and V.source(a) == V.source(b)
+        assert p["miss"] == pytest.approx(p["measured_ratio"] / p["model_ratio"])
+    # Megatron-Bridge 25.11, Llama 3 8B FP8-CS on 8 GPUs: B200 30,624 and GB200 31,508
+    # tokens/s per GPU, so the B200 step is 31508/30624 of the GB200 one
+    p = gpus.set_index(["run_a", "run_b"]).loc[("bridge2511_b200_llama3_8b",
+                                                 "bridge2511_gb200_llama3_8b")]
+    assert p["measured_ratio"] == pytest.approx(31508 / 30624)
+    soft = V.paired_runs("software")
+    assert set(soft["same"]) <= set(runs["gpu"]) and (soft["a"] != soft["b"]).all()
+    # Megatron-Bridge 25.09, Llama 3.1 405B on 128 B200: FP8-CS 664 (MXFP8 622) tokens/s/GPU
+    p = soft.set_index(["run_a", "run_b"]).loc[("bridge2509_b200_llama31_405b_128_fp8cs",
+                                                 "bridge2509_b200_llama31_405b_128_mxfp8")]
+    assert p["measured_ratio"] == pytest.approx(622 / 664)
+    with pytest.raises(ValueError, match="differ"):
+        V.paired_runs("layout")
