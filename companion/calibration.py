@@ -107,7 +107,17 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   measured GB200 with the same release, which puts GB300 1.1-1.4x ahead of GB200 where the
   older 9.13.1 PyTorch-SDPA records had it behind) and interpolates in sequence length. On
   Blackwell the backward pass reaches 0.42-0.62 of the BF16 peak, below the 0.60 fallback it
-  had before those records at every length but GB300's longest.
+  had before those records at every length but GB300's longest. Two caveats, neither priced.
+  The records mix cuDNN releases, and on B200 the release matters (9.10.2 to 9.13.1 gained
+  8-15% forward at 4K-16K tokens in the same benchmark), while GB200's curve stays within 3%
+  from 9.17 to 9.26; and the B200 ones go through PyTorch's SDPA, where the same release called
+  through the frontend directly (Transformer Engine's path; ``artifacts/
+  sdpa_fp8_benchmark_results_NVIDIA_B200.csv`` @0b1577c8, its BF16 rows) runs 18% faster forward
+  at 8K and up to 3x at 512. Priced with those, the B200 dense runs, already the model's most
+  optimistic family, come out about 3 points faster still; flashinfer PR 2899's FlashAttention-4
+  forward on a B200 held back to back (1,450 to 1,237 TFLOP/s as the clock settles from 1,965 to
+  1,580 MHz at about 1,000 W) says attention sustains less of its burst rate there than the
+  GEMM-derived factor applied to it.
 
 One table sits under the first constant: how close the best GEMM of a microbenchmark gets to
 the datasheet differs by GPU and by precision, and published measurements say by how much.
