@@ -18,8 +18,8 @@ reduction, hidden behind the last microbatch's backward when the stack overlaps 
 optimizer streams its state once. Collectives come from :mod:`companion.fabric`.
 
 Every estimate carries a band (``step_time_low_s``, ``step_time_high_s``) from the
-cross-validated errors of published runs of the same GPU generation and precision
-(:mod:`companion.validation`). Software matters as much as hardware: :data:`~companion.machine.STACKS` names what each Megatron generation
+cross-validated errors of published runs of the same GPU (or, with fewer than ten, its
+generation), precision and family (:mod:`companion.validation`). Software matters as much as hardware: :data:`~companion.machine.STACKS` names what each Megatron generation
 did (the 2021-2022 papers ran unfused attention and exposed every collective).
 """
 from __future__ import annotations
@@ -57,8 +57,8 @@ def estimate(model, layout: Layout, gpu, num_gpus: int | None = None, system=Non
     (default ``bridge``: causal attention as it runs, Megatron-Bridge's count) against the
     dense peak at the layout's precision (``peak_flops``); HFU counts the FLOPs executed.
     ``step_time_low_s`` and ``step_time_high_s`` bound the step from the cross-validated errors
-    of published runs of the same GPU generation and precision (:func:`band`; ``band_basis``
-    says which rows, or that there were none).
+    of published runs of the same GPU (or its generation), precision and family (:func:`band`;
+    ``band_basis`` says which rows, or that there were none).
     """
     e = price(model, layout, gpu, num_gpus, system, software=software, calibration=calibration,
               uneven_stages=uneven_stages, embedding_loss_slots=embedding_loss_slots,

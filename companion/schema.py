@@ -153,12 +153,12 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         _text("unverified", blank=True, required=False), _text("source"),
         _text("notes", blank=True, required=False)),
         "per GPU: driver-visible HBM, last-level cache, fields not yet verified"),
-    Schema("validation_bands.csv", ("generation", "precision", "family"), (
-        _text("generation"), _text("precision"),
+    Schema("validation_bands.csv", ("gpu", "precision", "family"), (
+        _text("gpu"), _text("generation"), _text("precision"),
         Column("family", "choice", allowed=("dense", "MoE")),
         _num("low", "ratio measured / predicted", blank=False, minimum=0),
         _num("high", "ratio measured / predicted", blank=False, minimum=0), _text("basis")),
-        "the step-time uncertainty band of one GPU generation, precision and family (dense/MoE)"),
+        "the step-time uncertainty band of one GPU, precision and family (dense/MoE)"),
     Schema("published_runs.csv", "run_id", (
         _text("run_id"), _text("source"), _text("table", blank=True), _text("model"),
         _text("gpu"), _text("system", blank=True), _text("software"),

@@ -8,7 +8,8 @@ uncertainty.
 it) or ``held out`` (everything later: no constant was set on them).
 :func:`cross_validation` refits the fitted constant with each source left out in turn and
 predicts that source; :func:`band` turns the cross-validated errors of the matching family
-(GPU generation and precision) into a low-high step-time band.
+(the GPU, or its generation where it has fewer than ten runs, and precision) into a low-high
+step-time band.
 """
 from __future__ import annotations
 
@@ -500,9 +501,25 @@ BAND_QUANTILES = (0.10, 0.90)  # with BAND_QUANTILE_ROWS rows or more; fewer: mi
 BAND_QUANTILE_ROWS = 10
 
 
-def _computed_band(gen: str, precision: str, family: str = "dense") -> tuple[float, float, str]:
+def _gpu_keys(names) -> list:
+    # the registry key of each published run's GPU name ("H100 SXM" -> "h100_sxm")
+    keys = {n: hardware.gpu(n).key for n in set(names)}
+    return [keys[n] for n in names]
+
+
+def _computed_band(key: str, gen: str, precision: str,
+                   family: str = "dense") -> tuple[float, float, str]:
     cv = _cross_validation(DEFAULT)
     same = cv[cv["moe"] == family]
+    mine = same[(np.array(_gpu_keys(same["gpu"])) == key) & (same["precision"] == precision)]
+    # a GPU's own runs set its band only with enough of them for the percentiles: a few runs
+    # of one GPU would give a band narrower than its generation's spread says it should be
+    if len(mine) >= BAND_QUANTILE_ROWS:
+        lo, hi = mine["ratio"].quantile(list(BAND_QUANTILES))
+        name = hardware.gpu(key).name
+        return float(lo), float(hi), (f"{BAND_QUANTILES[0]:.0%}-{BAND_QUANTILES[1]:.0%} of "
+                                      f"{len(mine)} cross-validated published runs ({name} "
+                                      f"{precision} {family})")
     for label, rows in ((f"{gen} {precision} {family}",
                          same[(same["generation"] == gen) & (same["precision"] == precision)]),
                         (f"{gen} {family}, every precision (no {precision} family of "
@@ -529,14 +546,12 @@ FAMILIES = ("dense", "MoE")
 
 
 def band_table() -> pd.DataFrame:
-    """The band of every GPU generation in the registry at every precision, dense and MoE,
-    computed from :func:`cross_validation` (a few seconds): what ``data/validation_bands.csv``
-    pins."""
-    gens = sorted({generation(k) for k in hardware.gpus()["key"]})
-    rows = [(g, p, f, *_computed_band(g, p, f)) for g in gens for p in hardware.PRECISIONS
-            for f in FAMILIES]
-    return pd.DataFrame(rows, columns=["generation", "precision", "family", "low", "high",
-                                       "basis"])
+    """The band of every GPU in the registry at every precision, dense and MoE, computed from
+    :func:`cross_validation` (a few seconds): what ``data/validation_bands.csv`` pins."""
+    rows = [(k, generation(k), p, f, *_computed_band(k, generation(k), p, f))
+            for k in hardware.gpus()["key"] for p in hardware.PRECISIONS for f in FAMILIES]
+    return pd.DataFrame(rows, columns=["gpu", "generation", "precision", "family", "low",
+                                       "high", "basis"])
 
 
 @functools.cache
@@ -545,33 +560,35 @@ def _pinned_bands() -> dict:
         return {}
     schema.check(BANDS_CSV)
     df = pd.read_csv(BANDS_CSV)
-    if "family" not in df.columns:  # a table pinned before MoE families: recompute
-        return {}
-    return {(r.generation, r.precision, r.family): (float(r.low), float(r.high), r.basis)
+    return {(r.gpu, r.precision, r.family): (float(r.low), float(r.high), r.basis)
             for r in df.itertuples()}
 
 
 @functools.cache
-def _band(gen: str, precision: str, family: str = "dense") -> tuple[float, float, str]:
-    # the pinned table answers in microseconds; a generation it lacks (a what-if GPU of a new
-    # family) is computed from the cross-validation
-    hit = _pinned_bands().get((gen, precision, family))
-    return hit if hit is not None else _computed_band(gen, precision, family)
+def _band(key: str, gen: str, precision: str, family: str = "dense"
+          ) -> tuple[float, float, str]:
+    # the pinned table answers in microseconds; a GPU it lacks (a what-if GPU under a new key)
+    # is computed from the cross-validation
+    hit = _pinned_bands().get((key, precision, family))
+    return hit if hit is not None else _computed_band(key, gen, precision, family)
 
 
 def band(gpu, precision: str, step_time_s: float, moe: bool = False
          ) -> tuple[float, float, str]:
     """(low, high, basis) for a predicted step time on ``gpu`` at ``precision``: the step x the
-    spread of measured / cross-validated predicted step of published runs of the same GPU
-    generation, precision and family (dense, or mixture-of-experts when ``moe``; the
-    10th-90th percentile with 10+ runs, min-max with 3-9). A family with fewer than 3 runs
-    borrows its generation's runs of the same family, then of both; a generation with none
-    gets every run's widest error doubled, and the basis says so. Read from the pinned
-    ``data/validation_bands.csv`` (:func:`~companion.validation.band_table`), so the first call costs no
-    cross-validation."""
+    spread of measured / cross-validated predicted step of published runs of the same family
+    (dense, or mixture-of-experts when ``moe``) and precision, on this GPU where it has 10+
+    such runs (their 10th-90th percentile: the GPUs of one generation are not priced equally
+    well, GB300 runs sit above GB200's), else on its GPU generation (the 10th-90th percentile
+    with 10+ runs, min-max with 3-9). A family with fewer than 3 runs borrows its
+    generation's runs of the same family, then of both; a generation with none gets every
+    run's widest error doubled, and the basis says so. Read from the pinned
+    ``data/validation_bands.csv`` (:func:`~companion.validation.band_table`), so the first
+    call costs no cross-validation."""
     if not isinstance(moe, bool):
         raise TypeError(f"moe must be True or False; got {moe!r}")
-    lo, hi, basis = _band(generation(gpu), hardware.precision_name(precision),
+    g = hardware.gpu(gpu)
+    lo, hi, basis = _band(g.key, g.family, hardware.precision_name(precision),
                           "MoE" if moe else "dense")
     return step_time_s * lo, step_time_s * hi, basis
 

@@ -67,12 +67,24 @@ def test_bands_come_from_the_matching_familys_residuals(cv):
     lay = Layout(tp=4, pp=4, dp=4, microbatch=1, global_batch=128, precision="fp8",
                  sequence_parallel=True)
     e = estimate("llama3-70b", lay, "H100")
-    rows = cv[(cv["generation"] == "NVIDIA Hopper") & (cv["precision"] == "fp8")
+    # the H100's own FP8 dense runs (10 or more): their 10th-90th percentile
+    rows = cv[(cv["gpu"] == "H100 SXM") & (cv["precision"] == "fp8")
               & (cv["moe"] == "dense")]["ratio"]
+    assert len(rows) >= V.BAND_QUANTILE_ROWS
     lo, hi = rows.quantile([0.1, 0.9])
     assert (e.step_time_low_s, e.step_time_high_s) == pytest.approx(
         (e.step_time_s * lo, e.step_time_s * hi))
-    assert f"{len(rows)} cross-validated" in e.band_basis and "Hopper fp8 dense" in e.band_basis
+    assert f"{len(rows)} cross-validated" in e.band_basis and "H100 SXM fp8 dense" in e.band_basis
+    # GPUs of one generation are not priced equally well: GB300's own FP8 dense band, and
+    # a GPU without 10 runs of its own (B300) takes its generation's
+    gb300 = cv[(cv["gpu"] == "GB300") & (cv["precision"] == "fp8") & (cv["moe"] == "dense")]
+    assert V.band("GB300", "fp8", 1.0)[:2] == pytest.approx(
+        tuple(gb300["ratio"].quantile([0.1, 0.9])))
+    gen = cv[(cv["generation"] == "NVIDIA Blackwell") & (cv["precision"] == "fp8")
+             & (cv["moe"] == "dense")]["ratio"]
+    lo_b, hi_b, basis = V.band("B300", "fp8", 1.0)
+    assert (lo_b, hi_b) == pytest.approx(tuple(gen.quantile([0.1, 0.9])))
+    assert "NVIDIA Blackwell fp8 dense" in basis
     frame = search("llama3-70b", "H100", 64, 128, precision="fp8", top=3)
     assert np.allclose(frame["step_time_low_s"] / frame["step_time_s"], lo)
     assert frame.attrs["band_basis"] == e.band_basis
@@ -222,8 +234,9 @@ def test_pinned_bands_match_the_cross_validation():
     import pandas as pd
     pinned = pd.read_csv(V.BANDS_CSV)
     computed = V.band_table()
-    assert list(pinned[["generation", "precision"]].itertuples(index=False)) == list(
-        computed[["generation", "precision"]].itertuples(index=False))
+    keys = ["gpu", "generation", "precision", "family"]
+    assert list(pinned[keys].itertuples(index=False)) == list(
+        computed[keys].itertuples(index=False))
     assert np.allclose(pinned[["low", "high"]], computed[["low", "high"]], rtol=1e-9)
     assert list(pinned["basis"]) == list(computed["basis"])
 
