@@ -512,22 +512,20 @@ def _computed_band(key: str, gen: str, precision: str,
     cv = _cross_validation(DEFAULT)
     same = cv[cv["moe"] == family]
     mine = same[(np.array(_gpu_keys(same["gpu"])) == key) & (same["precision"] == precision)]
-    # a GPU's own runs set its band only with enough of them for the percentiles: a few runs
-    # of one GPU would give a band narrower than its generation's spread says it should be
-    if len(mine) >= BAND_QUANTILE_ROWS:
-        lo, hi = mine["ratio"].quantile(list(BAND_QUANTILES))
-        name = hardware.gpu(key).name
-        return float(lo), float(hi), (f"{BAND_QUANTILES[0]:.0%}-{BAND_QUANTILES[1]:.0%} of "
-                                      f"{len(mine)} cross-validated published runs ({name} "
-                                      f"{precision} {family})")
-    for label, rows in ((f"{gen} {precision} {family}",
-                         same[(same["generation"] == gen) & (same["precision"] == precision)]),
-                        (f"{gen} {family}, every precision (no {precision} family of "
-                         f"{BAND_MIN_ROWS}+ runs)", same[same["generation"] == gen]),
-                        (f"{gen}, dense and MoE (no {family} family of {BAND_MIN_ROWS}+ "
-                         f"runs)", cv[cv["generation"] == gen])):
+    # each candidate with the fewest runs it needs: a GPU's own runs set its band only with
+    # enough of them for the percentiles, since a few runs of one GPU would give a band
+    # narrower than its generation's spread says it should be
+    for label, rows, need in (
+            (f"{hardware.gpu(key).name} {precision} {family}", mine, BAND_QUANTILE_ROWS),
+            (f"{gen} {precision} {family}",
+             same[(same["generation"] == gen) & (same["precision"] == precision)],
+             BAND_MIN_ROWS),
+            (f"{gen} {family}, every precision (no {precision} family of {BAND_MIN_ROWS}+ "
+             f"runs)", same[same["generation"] == gen], BAND_MIN_ROWS),
+            (f"{gen}, dense and MoE (no {family} family of {BAND_MIN_ROWS}+ runs)",
+             cv[cv["generation"] == gen], BAND_MIN_ROWS)):
         r = rows["ratio"]
-        if len(r) >= BAND_MIN_ROWS:
+        if len(r) >= need:
             if len(r) >= BAND_QUANTILE_ROWS:
                 lo, hi = r.quantile(list(BAND_QUANTILES))
                 how = f"{BAND_QUANTILES[0]:.0%}-{BAND_QUANTILES[1]:.0%} of"
