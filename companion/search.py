@@ -371,6 +371,10 @@ class _Bad(Exception):
     pass
 
 
+# search()'s keyword hints in its errors, and the CLI flags that set them
+_CLI_FLAGS = {"exact_batch=False": "--round-batch", "uneven_stages=True": "--uneven-stages"}
+
+
 def main(argv=None) -> int:
     """``python -m companion plan``: the fastest layouts, compact, with bands and conventions."""
     import argparse
@@ -414,7 +418,10 @@ def main(argv=None) -> int:
                        zero=(0, 1, 2, 3), embedding_loss_slots=args.embedding_loss_slots)
         fill = domain_fill(resolve(args.gpu, args.system, software)[2], gpus)
     except (ValueError, TypeError, _Bad) as err:
-        print(f"error: {err}", file=sys.stderr)
+        msg = str(err)
+        for keyword, flag in _CLI_FLAGS.items():  # the hint names what a CLI user types
+            msg = msg.replace(keyword, flag)
+        print(f"error: {msg}", file=sys.stderr)
         return 2
     frame.attrs["num_gpus"] = gpus
     a = frame.attrs

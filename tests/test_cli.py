@@ -36,6 +36,16 @@ def test_plan_prints_layouts_and_json(capsys):
     assert main(["--help"]) == 0 and "plan" in capsys.readouterr().out
 
 
+def test_plan_error_names_the_cli_flags(capsys):
+    # 12 GPUs put a factor 3 in TP, PP, CP or DP: 3 divides neither llama3-70b's 64 heads, its
+    # 80 layers, its 8192-token sequence nor a batch of 512, so no layout exists and the hint
+    # must name flags the user can type, not search()'s keywords
+    assert main(["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "12",
+                 "--global-batch", "512"]) == 2
+    err = capsys.readouterr().err
+    assert "--round-batch" in err and "--uneven-stages" in err and "exact_batch" not in err
+
+
 def test_plan_can_run_flash_attention_2(capsys):
     # what Transformer Engine runs when a launcher sets NVTE_FUSED_ATTN=0: slower attention,
     # so a long-sequence step is slower than with the stack's cuDNN
