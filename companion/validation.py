@@ -49,8 +49,10 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
     against (Korthikanti et al. 2022 Table 5, Narayanan et al. 2021 Table 1); ``held_out=True``
     gives the later runs (H100, B200, GB200; FP8) that were never used to set anything.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
-    converts with the source's own FLOP count (column ``flop_convention``: Narayanan et al.'s
-    formula for their rows, :func:`companion.steptime.model_flops_per_token` for the others).
+    converts with the source's own FLOP count: the row's ``source_gflops_per_token`` where the
+    source's counter is known to differ from the companion's (DeepSeek-V3's MLA and MTP layer),
+    else column ``flop_convention``: Narayanan et al.'s formula for their rows,
+    :func:`companion.steptime.model_flops_per_token` for the others.
     ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs (True, the
     chapter "Expert parallelism" validates them) or both (None); every MoE run is held out,
     and :func:`cross_validation` never fits a constant on one.
@@ -74,9 +76,10 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
             step = r["global_batch"] * model.seq_len / (r["num_gpus"] * tokens)
         else:  # the FLOPs the source counted per step, over what it reports per second
             conv = _convention(r)
+            own = r.get("source_gflops_per_token", float("nan"))
             flops = (_narayanan_flops(model, int(r["global_batch"])) if conv == "narayanan"
-                     else model_flops_per_token(model, conv) * r["global_batch"]
-                     * model.seq_len)
+                     else (own * 1e9 if pd.notna(own) else model_flops_per_token(model, conv))
+                     * r["global_batch"] * model.seq_len)
             step = flops / (r["num_gpus"] * r["measured_tflops_per_gpu"] * 1e12)
         runs.loc[i, "measured_step_time_s"] = step
     runs["step_time_derived"] = derived

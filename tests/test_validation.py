@@ -367,3 +367,24 @@ def test_paired_runs_differ_in_one_thing_and_read_the_sources_ratios():
     assert p["measured_ratio"] == pytest.approx(622 / 664)
     with pytest.raises(ValueError, match="differ"):
         V.paired_runs("layout")
+
+
+def test_tflops_only_rows_convert_with_the_sources_own_flop_count():
+    # Megatron-Bridge prints DeepSeek-V3 in TFLOP/s and tokens/s: their ratio is the FLOPs per
+    # token Megatron's counter gives with the MTP layer (about 260 G at 4,096 tokens), and the
+    # recipe rows that print only TFLOP/s convert with it, not the preset's MHA stand-in
+    runs = V.published_runs(held_out=True, moe=True)
+    both = runs[runs["run_id"].str.contains("dsv3|deepseek_v3")
+                & runs["measured_tokens_per_s_per_gpu"].notna()
+                & runs["measured_tflops_per_gpu"].notna()]
+    per_token = 1e3 * both["measured_tflops_per_gpu"] / both["measured_tokens_per_s_per_gpu"]
+    with_mtp = per_token[per_token > 255]
+    assert len(with_mtp) >= 20 and abs(with_mtp.median() - 260.0) < 0.5
+    own = runs[runs["source_gflops_per_token"].notna()]
+    assert set(own["run_id"]) == {f"mcorerecipes_{g}_deepseek_v3_256_mxfp8_{s}" for g, s in
+                                  (("b200", "deepep"), ("gb200", "partialcg"),
+                                   ("gb300", "partialcg"))}
+    for _, r in own.iterrows():
+        step = (r["global_batch"] * 4096 * r["source_gflops_per_token"] * 1e9
+                / (r["num_gpus"] * r["measured_tflops_per_gpu"] * 1e12))
+        assert r["step_time_derived"] and r["measured_step_time_s"] == pytest.approx(step)
