@@ -300,11 +300,11 @@ class Layout:
 def layout_text(layout: Layout, full: bool = False) -> str:
     """A layout in one line: TP/PP/DP/CP/EP, VPP, microbatch. ``full=True`` names every degree
     and the memory choices too, in the planner's order: ``TP4 PP2 VPP4 DP8 CP1 EP1 mb1 SP sel
-    ZeRO1`` (SP: sequence parallel; none/sel/full recomputation; ZeRO1 is Megatron's
-    distributed optimizer)."""
+    ZeRO1`` (SP: sequence parallel; none/sel/full/moe recomputation, moe being Megatron's
+    ``--recompute-modules moe``; ZeRO1 is Megatron's distributed optimizer)."""
     if full:
         zero = 1 if layout.distributed_optimizer else layout.zero_stage
-        rc = {"none": "none", "selective": "sel", "full": "full"}[layout.recompute]
+        rc = {"none": "none", "selective": "sel", "full": "full", "moe": "moe"}[layout.recompute]
         return (f"TP{layout.tp} PP{layout.pp} VPP{layout.vpp} DP{layout.dp} CP{layout.cp} "
                 f"EP{layout.ep} mb{layout.microbatch}{' SP' if layout.sequence_parallel else ''}"
                 f" {rc} ZeRO{zero}")

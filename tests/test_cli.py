@@ -172,3 +172,13 @@ def test_random_flag_values_never_print_a_traceback(capsys):
         assert code == 2 and len(err.strip().splitlines()) == 1, (argv, value, err)
 
     run()
+
+
+def test_plan_prints_moe_layouts_with_moe_recompute(capsys):
+    # the search tries Megatron's --recompute-modules moe for MoE models; the table must name it
+    from companion.model import Layout, layout_text
+    assert layout_text(Layout(tp=2, dp=4, recompute="moe", sequence_parallel=True),
+                       full=True).endswith(" SP moe ZeRO0")
+    assert main(["plan", "--model", "deepseek-v3", "--gpu", "GB200", "--gpus", "256",
+                 "--global-batch", "1024", "--top", "3"]) == 0
+    assert " moe ZeRO" in capsys.readouterr().out
