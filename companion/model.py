@@ -98,6 +98,7 @@ class Transformer:
             checks.divides("router_groups", self.router_groups, "experts", self.experts)
             top = checks.number("router_group_topk", self.router_group_topk, integer=True,
                                 minimum=1, maximum=self.router_groups)
+            moe.check_router_groups(self.router_groups, top)
             if self.top_k > top * self.experts // self.router_groups:
                 raise ValueError(f"top_k={self.top_k} must be <= router_group_topk x experts / "
                                  f"router_groups = {top * self.experts // self.router_groups}")

@@ -115,6 +115,38 @@ def check_expert_layout(model, ep: int, etp: int) -> None:
 
 
 # -- topology ----------------------------------------------------------------------------------
+#: the most (group, domain) cells one period of a rank pattern may hold: the topology is
+#: counted exactly, rank by rank, so a pattern that repeats only every billion ranks is refused
+MAX_PATTERN_CELLS = 2 ** 24
+#: the most choices of expert groups group-limited routing may have: they are enumerated
+#: (DeepSeek-V3's 4 of 8 groups: 70)
+MAX_ROUTER_SUBSETS = 10_000
+
+
+def _check_pattern(size, stride, domain_gpus, world) -> None:
+    for p, v in (("size", size), ("stride", stride), ("domain_gpus", domain_gpus)):
+        checks.number(p, v, integer=True, minimum=1, maximum=checks.MAX_GPUS)
+    if world is not None:
+        checks.number("world", world, integer=True, minimum=1, maximum=checks.MAX_GPUS)
+    period = math.lcm(int(size) * int(stride), int(domain_gpus))
+    n = period if world is None else min(period, int(world))
+    cells = -(-n // int(size)) * -(-n // int(domain_gpus))
+    if cells > MAX_PATTERN_CELLS:
+        raise ValueError(f"groups of size={size} ranks stride={stride} apart on domains of "
+                         f"domain_gpus={domain_gpus} repeat every {n:,} ranks: {cells:,} "
+                         f"group-domain cells, more than the {MAX_PATTERN_CELLS:,} counted")
+
+
+def check_router_groups(groups, group_topk) -> None:
+    """Raise ValueError unless ``group_topk`` of ``groups`` expert groups has at most
+    :data:`MAX_ROUTER_SUBSETS` choices (they are enumerated)."""
+    n = math.comb(int(groups), int(group_topk))
+    if n > MAX_ROUTER_SUBSETS:
+        raise ValueError(f"router_group_topk={group_topk} of router_groups={groups} gives "
+                         f"{n:,} group choices; at most {MAX_ROUTER_SUBSETS:,} are enumerated "
+                         f"(DeepSeek-V3: 4 of 8, 70)")
+
+
 def _cells(size: int, stride: int, domain: int, world: int | None):
     """Members of each group in each domain, as a (groups, domains) count matrix, over one
     period of the rank pattern (or the whole ``world`` when shorter)."""
@@ -140,10 +172,7 @@ def group_span(size: int, stride: int, domain_gpus: int, world: int | None = Non
     group a rank finds in its own domain (itself included), and the most domains one group
     spans, over every group of the job (``world`` ranks; None: the pattern repeats forever).
     """
-    for p, v in (("size", size), ("stride", stride), ("domain_gpus", domain_gpus)):
-        checks.number(p, v, integer=True, minimum=1)
-    if world is not None:
-        checks.number("world", world, integer=True, minimum=1)
+    _check_pattern(size, stride, domain_gpus, world)
     c = _cells(int(size), int(stride), int(domain_gpus), world)
     local = c[c > 0]
     return int(local.min()), int(local.max()), int((c > 0).sum(axis=1).max())
@@ -210,8 +239,18 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     NVLink copy per other destination rank (sent directly, or forwarded after crossing).
     """
     checks.choice("dispatcher", dispatcher, DISPATCHERS)
+    _check_pattern(size, stride, domain_gpus, world)
+    checks.number("experts", experts, integer=True, minimum=1)
+    checks.number("top_k", top_k, integer=True, minimum=1)
     if top_k > experts:
         raise ValueError(f"top_k={top_k} must be <= experts={experts}")
+    checks.number("groups", groups, integer=True, minimum=1)
+    if max_domains is not None:
+        checks.number("max_domains", max_domains, integer=True, minimum=1)
+    if group_topk is not None:
+        checks.number("group_topk", group_topk, integer=True, minimum=1, maximum=groups)
+        checks.divides("groups", groups, "experts", experts)
+        check_router_groups(groups, group_topk)
     n = size
     if n == 1:
         return 0.0, 0.0

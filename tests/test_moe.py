@@ -156,6 +156,26 @@ def test_top_k_above_experts_is_refused():
     assert moe.max_skew(128, 8) == 16
 
 
+@pytest.mark.parametrize("call, words", [
+    # group-limited routing enumerates the group choices: C(64, 32) ~ 1.8e18 would never end
+    (lambda: preset("deepseek-v3", router_groups=64, router_group_topk=32), "router_group_topk"),
+    (lambda: moe.copies_per_token("deepep", 64, 1, 8, 1024, 8, groups=64, group_topk=32),
+     "router_group_topk"),
+    (lambda: moe.copies_per_token("deepep", 0, 1, 8, 256, 8), "size must be >= 1"),
+    (lambda: moe.copies_per_token("deepep", 64, 1, 8, 256, 8, groups=8, group_topk=0),
+     "group_topk must be >= 1"),
+    (lambda: moe.copies_per_token("deepep", 64, 1, 8, 256, -1), "top_k must be >= 1"),
+    # a rank pattern counted rank by rank: a billion-rank group is refused, not allocated
+    (lambda: moe.group_span(2 ** 30, 1, 8), "size must be <="),
+    (lambda: moe.group_span(2 ** 20, 3, 7), "group-domain cells"),
+])
+def test_topology_inputs_too_large_or_empty_are_refused(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+    # DeepSeek-V3's own routing (4 of 8 groups: 70 choices) still prices
+    assert moe.copies_per_token("deepep", 64, 1, 8, 256, 8, 2048, groups=8, group_topk=4)[1] < 4
+
+
 @pytest.mark.parametrize("name, total, active", [
     # Qwen3 Technical Report (arXiv:2505.09388) Table 2 and model cards: 30.5B / 3.3B,
     # 235B / 22B; Mixtral (arXiv:2401.04088): 47B total, 13B active; Mixtral 8x22B model card:
