@@ -495,6 +495,14 @@ def _quantization_bytes(recipe: str, cal: Calibration, g: hardware.GPU) -> float
 QUANT_RECIPES = ("fp8_delayed", "fp8_current", "fp8_mxfp8", "fp4_nvfp4")
 
 
+def checked(calibration) -> Calibration:
+    """``calibration`` if it is a :class:`Calibration`, else a TypeError saying what is wanted."""
+    if not isinstance(calibration, Calibration):
+        raise TypeError(f"calibration must be a companion.calibration.Calibration (e.g. "
+                        f"calibration.DEFAULT); got {type(calibration).__name__}")
+    return calibration
+
+
 def sustained_fraction(gpu, precision: str, calibration: Calibration | None = None) -> float:
     """What a training step's GEMMs sustain relative to the burst model (``gemm_in_training``
     x :func:`gemm_peak_fraction`, with tile and wave quantization): the published
@@ -506,7 +514,7 @@ def sustained_fraction(gpu, precision: str, calibration: Calibration | None = No
     return _sustained(g, hardware.precision_name(precision), cal)[0]
 
 
-__all__ = ["Calibration", "DEFAULT", "gemm_peak_fraction", "gemm_fraction_table",
+__all__ = ["Calibration", "DEFAULT", "checked", "gemm_peak_fraction", "gemm_fraction_table",
            "measurements", "mamf_records", "sustained_fraction", "attention_fraction", "ATTENTION_RECORD_KINDS",
            "MECHANISMS",
            "quantization_bytes", "block_scaled_gemm_slowdown", "te_profile_elements", "QUANT_RECIPES", "linear_times", "TE_PROFILE_SHAPES"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from companion import checks, moe
-from companion.calibration import DEFAULT, Calibration
+from companion.calibration import DEFAULT, Calibration, checked
 from companion.machine import Stack, resolve
 from companion.memory import check_offload
 from companion.model import Layout, Transformer, check_layout, preset, presets
@@ -142,6 +142,7 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    checked(calibration)
     check_split(uneven_stages, embedding_loss_slots)
     slots = embedding_loss_slots and layout.pp > 1
     if slots and (model.layers + 2) % (layout.pp * layout.vpp):

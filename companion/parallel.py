@@ -95,6 +95,8 @@ class TPLayer:
         """Fraction of the TP communication that must hide behind GEMMs for an exposed share
         of ``share`` of the layer time (0 if none needs hiding)."""
         share = checks.number("share", share, minimum=0, maximum=0.999)
+        if self.comm_s == 0:  # TP 1: nothing to hide
+            return 0.0
         exposed = share / (1 - share) * self.compute_s
         return max(0.0, 1 - exposed / self.comm_s)
 

@@ -85,7 +85,9 @@ def gpu_hours(time_s, num_gpus):
 
 
 def implied_mfu(flops, gpu_hours_total, gpu, precision):
-    """The MFU a run must have averaged to do ``flops`` in ``gpu_hours_total`` GPU-hours."""
+    """The MFU a run must have averaged to do ``flops`` in ``gpu_hours_total`` GPU-hours.
+    Above 1 means the claim is impossible (more than the dense peak for the whole run): it is
+    returned, not refused, because showing that is what the claim checks use it for."""
     f = number("flops", flops, positive=True)
     h = number("gpu_hours_total", gpu_hours_total, positive=True)
     return f / (h * SECONDS_PER_HOUR * hardware.gpu(gpu).peak_flops(precision))

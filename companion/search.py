@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from companion import checks
-from companion.calibration import DEFAULT, Calibration
+from companion.calibration import DEFAULT, Calibration, checked
 from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, layout_text, preset
 from companion.machine import domain_fill, resolve, stack
 from companion.steptime import (check_split, derived_arrays, memory_arrays, needs_slots,
@@ -203,6 +203,16 @@ def _check_choices(recompute, sequence_parallel, zero, vpp):
             raise TypeError(f"vpp must be 'all' or a sequence of interleaving degrees; got {vpp!r}")
         for v in vpp:
             checks.number("vpp", v, integer=True, minimum=1)
+    # each option is a non-empty list of choices to try: a bare "full" or True is a likely
+    # slip for ("full",) or (True,), and iterating it would give a baffling message
+    for name, opts, example in (("recompute", recompute, "('none', 'full')"),
+                                ("sequence_parallel", sequence_parallel, "(False, True)"),
+                                ("zero", zero, "(0, 1)")):
+        if isinstance(opts, str) or not np.iterable(opts) or not len(opts):
+            raise TypeError(f"{name} must be a non-empty sequence of choices to try, e.g. "
+                            f"{example}; got {opts!r}")
+        if len(set(opts)) < len(opts):
+            raise ValueError(f"{name} lists a choice twice: {opts!r}")
     for r in recompute:
         checks.choice("recompute", r, RECOMPUTE)
     for sp in sequence_parallel:
@@ -245,6 +255,14 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         if bound is not None:
             checks.number(name, bound, integer=True, minimum=1)
     checks.choice("precision", precision, PRECISIONS)
+    for name, flag in (("uneven_stages", uneven_stages), ("exact_batch", exact_batch),
+                       ("include_infeasible", include_infeasible),
+                       ("embedding_loss_slots", embedding_loss_slots)):
+        checks.boolean(name, flag)
+    checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
+    if top is not None:
+        checks.number("top", top, integer=True, minimum=1)
+    checked(calibration)
     g, st, cl = resolve(gpu, system, software)
     X, valid = grid(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
                     max_microbatch=max_microbatch, recompute=recompute,

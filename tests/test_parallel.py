@@ -5,7 +5,7 @@ import pytest
 
 from companion import fabric
 from companion.parallel import (STACKS, Cluster, Layout, cluster, estimate, model_flops_per_token,
-                                preset, published_runs, validate)
+                                preset, published_runs, tp_layer, validate)
 from companion.steptime import _all_reduce_s
 from companion.calibration import DEFAULT
 
@@ -183,3 +183,10 @@ def test_seed_moe_layout_on_nvl72():
     # the top-24 dispatched copies (3.2 GB per MoE layer per microbatch) do not fit (issue 12)
     assert not e.fits and "activations" in e.reason
     assert sum(e.breakdown().values()) == pytest.approx(e.step_time_s)
+
+
+def test_tp1_needs_nothing_hidden():
+    # a TP group of one sends nothing, so no share of it needs hiding (was ZeroDivisionError)
+    assert tp_layer(tp=1).hidden_fraction_for(0.1) == 0.0
+    with pytest.raises(TypeError, match="calibration must be"):
+        estimate("llama3-8b", Layout(tp=8, global_batch=8), "H100", calibration=None)

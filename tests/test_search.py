@@ -201,3 +201,21 @@ def test_search_tries_the_embedding_and_loss_slots_when_asked():
     with pytest.raises(ValueError, match="at most one"):
         search("llama3-405b", "GB200", 256, 1536, uneven_stages=True,
                embedding_loss_slots=True, **kw)
+
+
+@pytest.mark.parametrize("kw, err, words", [
+    (dict(reserve_bytes=float("nan")), ValueError, "reserve_bytes must be finite"),
+    (dict(reserve_bytes=-1), ValueError, "reserve_bytes must be >= 0"),
+    (dict(top=0), ValueError, "top must be >= 1"),
+    (dict(top=2.5), TypeError, "top must be an integer"),
+    (dict(include_infeasible="no"), TypeError, "include_infeasible must be True or False"),
+    (dict(exact_batch=0), TypeError, "exact_batch must be True or False"),
+    (dict(recompute="full"), TypeError, "recompute must be a non-empty sequence"),
+    (dict(sequence_parallel=True), TypeError, "sequence_parallel must be a non-empty sequence"),
+    (dict(zero=(1, 1)), ValueError, "zero lists a choice twice"),
+    (dict(calibration=None), TypeError, "calibration must be a companion.calibration"),
+])
+def test_search_options_fail_clearly(kw, err, words):
+    # each of these used to return a silently wrong frame or fail deep inside numpy
+    with pytest.raises(err, match=words):
+        search("llama3-8b", "H100", 8, 64, **kw)
