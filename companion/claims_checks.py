@@ -12,7 +12,7 @@ from companion import (comm, fabric, hardware, memory, model, parallel, power, r
                        roofline, units)
 from companion.claims_core import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS,
                                    HOUR_S, SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS,
-                                   SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH,
+                                   SEED_175B_SAVING, SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH,
                                    SHOEYBI_GPUS_PER_SERVER, SHOEYBI_INTER_SERVER_Bps,
                                    SHOEYBI_INTRA_SERVER_Bps, TOKEN_ID_BYTES, Finding, _near, _pct,
                                    _pf)
@@ -456,10 +456,11 @@ def _13b_cost():
 def _175b():
     b200_w, h100_w = hardware.gpu("B200").tdp_w, hardware.gpu("H100").tdp_w
     ratio = b200_w / h100_w * 0.5
-    return 0.41, 1 - ratio, [
+    s = SEED_175B_SAVING
+    return s, 1 - ratio, [
         Finding("time halved and 41% less electricity", f"({b200_w:,.0f} W / {h100_w:,.0f} W) x "
-                f"0.5 = {ratio:.2f}: {_pct(1 - ratio)} saved", _near(0.41, 1 - ratio)),
-        Finding("what 41% needs", f"a time ratio of {(1 - 0.41) * h100_w / b200_w:.2f}", True,
+                f"0.5 = {ratio:.2f}: {_pct(1 - ratio)} saved", _near(s, 1 - ratio)),
+        Finding("what 41% needs", f"a time ratio of {(1 - s) * h100_w / b200_w:.2f}", True,
                 "context")]
 
 @_check("nvl72-rack-60kw-reserve-80kw", "W per rack")

@@ -1,4 +1,6 @@
 """Exercises of the parallelism chapter (Megatron's TP, PP, DP, CP and EP at 2026 scale)."""
+import math
+
 from .. import hardware
 from ..exercises import Exercise, register
 from ..model import Layout
@@ -120,10 +122,10 @@ register(Exercise(
     chapter=CHAPTER,
     question="In the seed's MoE layout an expert-parallel group is EP = 128 ranks, each a TP "
              "group of 4 GPUs. How many GB200 NVL72 racks does one such group span at least?",
-    answer=lambda: 4 * 128 / hardware.system("GB200 NVL72").scaleup_domain_gpus,
-    why="4 x 128 = 512 GPUs against 72 per NVLink domain: the expert all-to-all crosses "
-        "InfiniBand whatever the rack.",
-    rel_tol=0.02, unit="racks"))
+    answer=lambda: math.ceil(4 * 128 / hardware.system("GB200 NVL72").scaleup_domain_gpus),
+    why="4 x 128 = 512 GPUs against 72 per NVLink domain: 512 / 72 = 7.1, so at least 8 racks; "
+        "the expert all-to-all crosses InfiniBand whatever the rack.",
+    rel_tol=0.0, unit="racks"))
 
 register(Exercise(
     id="par-seed-175b-speedup",
