@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 
 import numpy as np
 
@@ -49,6 +50,55 @@ MX_SCHEMES = tuple(_MX)
 ROLES = ("activation", "weight")
 SCALE_RULES = ("floor", "up")  # MX schemes only: OCP spec, TransformerEngine
 _FP32_MAX = float(np.finfo(np.float32).max)
+#: Smallest per-tensor scale: float32's smallest normal. Below it the scale's inverse, by which
+#: the result is multiplied back, overflows float32.
+_MIN_SCALE = 2.0 ** -126
+#: Largest ``hadamard_size`` (``size`` of :func:`random_hadamard`): 2**12. The rotation is a
+#: dense size x size matrix built in float64 (128 MiB at 2**12, under a second); the NVFP4
+#: recipe uses 16.
+MAX_HADAMARD_SIZE = 2 ** 12
+
+
+def margin_limit(fmt: str) -> int:
+    """Largest ``|margin|`` of per-tensor scaling in ``fmt``: the format's span in binades,
+    floor(log2(max / min_subnormal)) (17 for E4M3, 31 for E5M2, 8 for E3M2, 5 for E2M3, 3 for
+    E2M1). A margin beyond it shifts the scaled amax further than the format's whole range: a
+    positive one flushes every value to zero, a negative one saturates every value within the
+    format's span of the amax."""
+    fi = _f.info(fmt)
+    return math.floor(math.log2(fi.max / fi.min_subnormal))
+
+
+def _checked_margin(margin, fmt):
+    """``margin``: an integer power-of-two exponent in [-margin_limit(fmt), margin_limit(fmt)]."""
+    limit = margin_limit(fmt)
+    return checks.integer_in("margin", margin, -limit, limit)
+
+
+def _signed_format(fmt):
+    """Canonical name of a per-tensor scaling format; E8M0 (unsigned, a scale format) raises."""
+    fmt = _f.format_name(fmt)
+    if fmt == "e8m0":
+        raise ValueError("fmt='e8m0' is a scale format; per-tensor scaling needs a signed format, "
+                         f"one of {[f for f in _f.FORMATS if f != 'e8m0']}")
+    return fmt
+
+
+def _nonempty(xw, what):
+    """Raise unless ``xw`` holds at least one value (a per-tensor amax of nothing is undefined)."""
+    if math.prod(xw.shape) == 0:
+        raise ValueError(f"x is empty (shape {tuple(xw.shape)}): {what} needs the amax of at "
+                         f"least one value")
+
+
+def _scale_too_small(scale, margin, amax, fmt):
+    """The error for a per-tensor scale below :data:`_MIN_SCALE`, suggesting a margin."""
+    fmax = _f.info(fmt).max
+    best = math.floor(math.log2(fmax / amax) + 126) if amax > 0 else 0
+    return ValueError(
+        f"margin={margin} is too large for amax={amax:g}: the scale max/amax/2**margin = "
+        f"{scale:g} is below float32's smallest normal 2**-126 (its inverse overflows); use "
+        f"margin <= {best}")
 
 
 def block_shape(scheme: str, role: str = "activation") -> tuple[int, int]:
@@ -158,7 +208,9 @@ def _mx(xb, ops, axes, rounding, seed, want_clipped, elem="e4m3", scale_rule="fl
 def _nvfp4(xb, ops, axes, rounding, seed, want_clipped, gamax=None):
     a = ops.abs(xb)
     bamax = ops.amax(a, axes)
-    if gamax is None:  # the per-tensor amax; a chunk of a larger tensor is given it
+    if gamax is None and math.prod(bamax.shape) == 0:  # no blocks: nothing to scale
+        gamax = ops.const(np.zeros((1,) * bamax.ndim), bamax)
+    elif gamax is None:  # the per-tensor amax; a chunk of a larger tensor is given it
         gamax = ops.amax(bamax, tuple(range(bamax.ndim)))
     # TransformerEngine NVFP4QuantizerRef, step by step in float32
     g_enc = ops.min_(ops.div(448.0 * 6.0, gamax), _FP32_MAX)
@@ -225,6 +277,10 @@ def _tensor(x, fmt, ops, scale=None, margin=0, rounding="nearest", seed=None,
     amax = ops.amax(a, tuple(range(a.ndim)))
     if scale is None:
         scale = _scale_from_amax(amax, _f.info(fmt).max, margin, ops)
+        # with margin <= 0 the scale is at least max/FP32_MAX, far above _MIN_SCALE
+        if margin > 0 and ops.any(ops.isfinite(amax) & (scale < _MIN_SCALE)):
+            raise _scale_too_small(float(scale.reshape(())), margin,
+                                   float(amax.reshape(())), fmt)
     else:
         scale = ops.const(scale, x)
     a *= scale
@@ -253,20 +309,28 @@ def _run_unchecked(x, scheme, axis, pad, role, rounding, seed, hadamard_seed, ha
     if scale_rule != "floor" and scheme not in _MX:
         raise ValueError(f"scale_rule={scale_rule!r} applies to the MX schemes {tuple(_MX)}; "
                          f"scheme={scheme!r} has its own scale rule")
+    pad = checks.boolean("pad", pad)
+    seed = _f.checked_seed(seed)
     ops, xw = _f._checked("x", x)
     xw = ops.f32(xw)
     if xw.ndim == 0:
         raise ValueError("x must have at least one dimension for block scaling")
-    checks.number("axis", axis, integer=True, minimum=-xw.ndim, maximum=xw.ndim - 1)
+    axis = checks.number("axis", axis, integer=True, minimum=-xw.ndim, maximum=xw.ndim - 1)
     axis = axis % xw.ndim
     n_axis = xw.shape[axis]
     if hadamard_seed is not None:
-        checks.number("hadamard_size", hadamard_size, positive=True, integer=True)
+        hadamard_seed = checks.number("hadamard_seed", hadamard_seed, integer=True,
+                                      nonnegative=True)
+        hadamard_size = _checked_hadamard_size("hadamard_size", hadamard_size)
         extra = (-n_axis) % hadamard_size
-        if extra and pad:  # zero-pad so the rotation blocks fit; sliced off again below
+        if extra and not pad:
+            raise ValueError(f"hadamard_size={hadamard_size} must divide x.shape[{axis}]="
+                             f"{n_axis}; pass pad=True to zero-pad the last block")
+        if extra:  # zero-pad so the rotation blocks fit; sliced off again below
             xw = ops.moveaxis(_pad(ops, ops.moveaxis(xw, axis, -1), 0, extra), -1, axis)
         xw = random_hadamard(xw, hadamard_seed, hadamard_size, axis)
     if scheme in _TENSOR:
+        _nonempty(xw, f"per-tensor scheme {scheme!r}")
         deq, scales, clipped = _tensor(xw, _TENSOR[scheme], ops, rounding=rounding, seed=seed,
                                        want_clipped=want_clipped)
         scales = scales.reshape(())
@@ -313,8 +377,15 @@ def block_quantize(x, scheme: str, axis: int = -1, pad: bool = False, role: str 
     float32 values of the block scales (for ``nvfp4`` the E4M3 block scales; the per-tensor
     scale is :func:`nvfp4_global_scale`). With ``hadamard_seed``, blocks of ``hadamard_size``
     along ``axis`` are rotated by a random Hadamard matrix before quantizing and rotated back
-    after, so the result is directly comparable with ``x``. ``scale_rule`` picks the E8M0 scale
-    of the MX schemes: ``"floor"`` (OCP spec) or ``"up"`` (TransformerEngine).
+    after, so the result is directly comparable with ``x``; ``hadamard_size`` is a power of two
+    up to :data:`MAX_HADAMARD_SIZE` (2**12) and must divide ``x.shape[axis]`` unless ``pad``.
+    ``scale_rule`` picks the E8M0 scale of the MX schemes: ``"floor"`` (OCP spec) or ``"up"``
+    (TransformerEngine). ``pad`` is a strict bool; ``seed`` (stochastic rounding) and
+    ``hadamard_seed`` are None or non-negative integers.
+
+    Empty ``x`` (a zero-length axis): the block schemes (MX, ``nvfp4``, ``deepseek_fp8``) have
+    no blocks and return empty values and empty scales; the per-tensor schemes
+    (``fp8_*_tensor``) raise ValueError, as a scale from the amax of no values is undefined.
     """
     deq, scales, _ = _run(x, scheme, axis, pad, role, rounding, seed, hadamard_seed,
                           hadamard_size, False, scale_rule)
@@ -323,8 +394,10 @@ def block_quantize(x, scheme: str, axis: int = -1, pad: bool = False, role: str 
 
 @_f.via_numpy
 def nvfp4_global_scale(x) -> float:
-    """NVFP4's FP32 per-tensor encode scale, 448 * 6 / amax(x) (capped at the float32 max)."""
+    """NVFP4's FP32 per-tensor encode scale, 448 * 6 / amax(x) (capped at the float32 max).
+    Empty ``x`` raises ValueError: the amax of no values is undefined."""
     ops, xw = _f._checked("x", x)
+    _nonempty(xw, "the NVFP4 per-tensor scale")
     amax = float(ops.amax(ops.abs(ops.f32(xw)), tuple(range(xw.ndim))).reshape(()))
     return min(float(np.float32(448.0 * 6.0) / np.float32(amax)) if amax else math.inf,
                _FP32_MAX)
@@ -336,20 +409,27 @@ def tensor_quantize(x, fmt: str = "e4m3", amax: float | None = None, margin: int
     """Per-tensor scaled quantization; returns (dequantized, scale).
 
     scale = max(fmt) / amax / 2**margin, with amax the current amax of ``x`` unless given (the
-    delayed-scaling case). Values beyond the scaled range saturate.
+    delayed-scaling case; at most the float32 max). Values beyond the scaled range saturate.
+    ``fmt`` is a signed format (not ``e8m0``). ``margin`` is an integer power-of-two exponent
+    (as in TransformerEngine's recipes) with ``|margin| <= margin_limit(fmt)``, the format's
+    span in binades (17 for E4M3, 31 for E5M2, 3 for E2M1); a margin that pushes the scale
+    below float32's smallest normal (a huge amax) raises ValueError. Empty ``x`` raises
+    ValueError (its amax is undefined).
     """
-    fmt = _f.format_name(fmt)
-    if fmt == "e8m0":
-        raise ValueError("fmt='e8m0' is a scale format; per-tensor scaling needs a signed format")
-    checks.number("margin", margin, integer=True)
+    fmt = _signed_format(fmt)
+    margin = _checked_margin(margin, fmt)
     checks.choice("rounding", rounding, _f.ROUNDINGS)
+    seed = _f.checked_seed(seed)
     if amax is not None:
-        checks.number("amax", amax, nonnegative=True)
+        amax = checks.number("amax", amax, nonnegative=True, maximum=_FP32_MAX)
     ops, xw = _f._checked("x", x)
+    _nonempty(xw, "per-tensor scaling")
     xw, undo = _f.at_least_1d(ops, ops.f32(xw))
     scale = None
     if amax is not None:
         scale = float(_scale_from_amax(np.float32(amax), _f.info(fmt).max, margin, _f._NUMPY))
+        if amax > 0 and scale < _MIN_SCALE:
+            raise _scale_too_small(scale, margin, float(amax), fmt)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         deq, scale, _ = _tensor(xw, fmt, ops, scale, margin, rounding, seed)
     return undo(deq), float(scale.reshape(()))
@@ -362,6 +442,11 @@ class DelayedScaling:
     A frozen state: :meth:`quantize` returns the result and the next state. ``algo="max"``
     uses the largest amax in the history, ``"most_recent"`` the last one (TransformerEngine's
     ``amax_compute_algo``). Before any history the scale is 1.
+
+    ``fmt`` is a signed format (not ``e8m0``); ``margin`` an integer with
+    ``|margin| <= margin_limit(fmt)`` (see :func:`tensor_quantize`). ``history`` holds amaxes:
+    numbers in [0, float32 max], or inf or NaN (an amax of a non-finite tensor, which is
+    skipped, as :meth:`quantize` records it); it is stored as a tuple of floats.
     """
 
     fmt: str = "e4m3"
@@ -371,10 +456,11 @@ class DelayedScaling:
     history: tuple = ()
 
     def __post_init__(self):
-        object.__setattr__(self, "fmt", _f.format_name(self.fmt))
+        object.__setattr__(self, "fmt", _signed_format(self.fmt))
         checks.number("history_len", self.history_len, positive=True, integer=True)
         checks.choice("algo", self.algo, ("max", "most_recent"))
-        checks.number("margin", self.margin, integer=True)
+        object.__setattr__(self, "margin", _checked_margin(self.margin, self.fmt))
+        object.__setattr__(self, "history", _checked_history(self.history))
 
     @property
     def amax(self) -> float | None:
@@ -390,13 +476,19 @@ class DelayedScaling:
         amax = self.amax
         if amax is None:
             return 1.0
-        return min(_f.info(self.fmt).max / amax / 2.0 ** self.margin, _FP32_MAX)
+        scale = _f.info(self.fmt).max / amax / 2.0 ** self.margin
+        if scale < _MIN_SCALE:
+            raise _scale_too_small(scale, self.margin, amax, self.fmt)
+        return min(scale, _FP32_MAX)
 
     @_f.via_numpy
     def quantize(self, x, rounding: str = "nearest", seed: int | None = None):
-        """Quantize ``x`` with the current scale; returns (dequantized, next state)."""
+        """Quantize ``x`` with the current scale; returns (dequantized, next state).
+        Empty ``x`` raises ValueError: it has no amax to record."""
         checks.choice("rounding", rounding, _f.ROUNDINGS)
+        seed = _f.checked_seed(seed)
         ops, xw = _f._checked("x", x)
+        _nonempty(xw, "delayed scaling")
         xw, undo = _f.at_least_1d(ops, ops.f32(xw))
         amax_now = float(ops.amax(ops.abs(xw), tuple(range(xw.ndim))).reshape(()))
         deq, _, _ = _tensor(xw, self.fmt, ops, self.scale, rounding=rounding, seed=seed)
@@ -405,7 +497,40 @@ class DelayedScaling:
         return deq, nxt
 
 
+def _checked_history(history) -> tuple:
+    """DelayedScaling's ``history`` as a tuple of floats, each an amax: a number in
+    [0, float32 max], or +inf or NaN (what :meth:`DelayedScaling.quantize` records for a
+    non-finite tensor; :attr:`DelayedScaling.amax` skips them)."""
+    if isinstance(history, (str, bytes)) or not hasattr(history, "__iter__"):
+        raise TypeError(f"history must be a tuple of amaxes (numbers); got "
+                        f"{type(history).__name__} {history!r:.40}")
+    items = tuple(history)
+    # fast path: every quantize step re-checks a history of up to history_len plain floats
+    if all(type(h) is float for h in items) and not any(
+            h < 0 or _FP32_MAX < h < math.inf for h in items):  # NaN compares False: kept
+        return items
+    out = []
+    for i, h in enumerate(items):
+        v = checks.scalar(h)
+        if (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                and (math.isnan(v) or v == math.inf)):
+            out.append(float(v))
+        else:
+            out.append(float(checks.number(f"history[{i}]", v, nonnegative=True,
+                                           maximum=_FP32_MAX)))
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- Hadamard
+def _checked_hadamard_size(param, size) -> int:
+    """A Hadamard block size: a power of two from 1 to :data:`MAX_HADAMARD_SIZE`."""
+    size = checks.integer_in(param, size, 1, MAX_HADAMARD_SIZE)
+    if size & (size - 1):
+        raise ValueError(f"{param} must be a power of two (at most {MAX_HADAMARD_SIZE}); "
+                         f"got {size}")
+    return size
+
+
 def _hadamard_matrix(size, seed):
     h = np.ones((1, 1))
     while h.shape[0] < size:
@@ -420,14 +545,18 @@ def random_hadamard(x, seed: int, size: int = 16, axis: int = -1, inverse: bool 
 
     H is the Sylvester Hadamard matrix and D a diagonal of random signs drawn from ``seed``
     (the random Hadamard transform of the NVFP4 recipe, which uses size 16). The matrix is
-    orthogonal, so ``inverse=True`` undoes the rotation.
+    orthogonal, so ``inverse=True`` undoes the rotation. ``size`` is a power of two up to
+    :data:`MAX_HADAMARD_SIZE` (2**12); ``axis`` an integer in [-x.ndim, x.ndim); ``inverse`` a
+    strict bool.
     """
-    checks.number("size", size, positive=True, integer=True)
-    if size & (size - 1):
-        raise ValueError(f"size must be a power of two; got {size}")
-    checks.number("seed", seed, integer=True, nonnegative=True)
+    size = _checked_hadamard_size("size", size)
+    seed = checks.number("seed", seed, integer=True, nonnegative=True)
+    inverse = checks.boolean("inverse", inverse)
     ops, xw = _f._checked("x", x)
     xw = ops.f32(xw)
+    if xw.ndim == 0:
+        raise ValueError("x must have at least one dimension for the Hadamard transform")
+    axis = checks.number("axis", axis, integer=True, minimum=-xw.ndim, maximum=xw.ndim - 1)
     axis = axis % xw.ndim
     n = xw.shape[axis]
     if n % size:
@@ -503,9 +632,13 @@ def quant_stats(x, scheme: str, **kwargs) -> QuantStats:
     A value counts as clipped when rounding it without saturation would exceed the format's
     largest value (after block scaling). Keyword arguments go to :func:`block_quantize`
     (block schemes) or :func:`companion.formats.quantize` with ``overflow="saturate"`` (scalar formats).
+    Scalar formats may be named as :func:`companion.formats.quantize` accepts them, including
+    the ml_dtypes names (``"float8_e4m3fn"``).
     """
-    allowed = SCHEMES + _f.FORMATS
+    allowed = SCHEMES + _f.FORMATS + tuple(_f._ALIASES)
     checks.choice("scheme", scheme, allowed)
+    if scheme not in SCHEMES:
+        scheme = _f.format_name(scheme)
     if scheme in SCHEMES:
         args = dict(axis=-1, pad=False, role="activation", rounding="nearest", seed=None,
                     hadamard_seed=None, hadamard_size=16, scale_rule="floor")
@@ -522,6 +655,7 @@ def quant_stats(x, scheme: str, **kwargs) -> QuantStats:
                             f"{scheme!r}; allowed: {sorted(args)}")
         args.update(kwargs)
         checks.choice("rounding", args["rounding"], _f.ROUNDINGS)
+        args["seed"] = _f.checked_seed(args["seed"])
         ops, xw = _f._checked("x", x)
         xw, undo = _f.at_least_1d(ops, ops.f32(xw))
         deq, clipped = _f._quantize_core(xw, scheme, ops, args["rounding"], "saturate",

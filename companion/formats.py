@@ -11,11 +11,12 @@ formats_torch, all three <- formats): there is no cycle.
 from __future__ import annotations
 
 from companion.blockscale import (  # noqa: F401
-    MX_SCHEMES, ROLES, SCALE_RULES, SCHEMES, DelayedScaling, QuantStats, block_quantize,
-    block_shape, fraction_clipped, fraction_flushed, nvfp4_global_scale, quant_stats,
-    random_hadamard, relative_error, sqnr_db, tensor_quantize)
+    MAX_HADAMARD_SIZE, MX_SCHEMES, ROLES, SCALE_RULES, SCHEMES, DelayedScaling, QuantStats,
+    block_quantize, block_shape, fraction_clipped, fraction_flushed, margin_limit,
+    nvfp4_global_scale, quant_stats, random_hadamard, relative_error, sqnr_db, tensor_quantize)
 from companion.minifloat import (  # noqa: F401
-    FORMATS, OVERFLOWS, ROUNDINGS, FormatInfo, decode, encode, format_name, info, quantize)
+    FORMATS, MAX_SEED, OVERFLOWS, ROUNDINGS, FormatInfo, decode, encode, format_name, info,
+    quantize)
 
 _TORCH_NAMES = ("qmatmul", "QLinear", "RECIPES", "Recipe", "QuantizedLinearFunction", "recipe")
 
@@ -23,7 +24,7 @@ __all__ = [
     "FORMATS", "SCHEMES", "FormatInfo", "info", "format_name", "quantize", "encode", "decode",
     "block_quantize", "tensor_quantize", "DelayedScaling", "random_hadamard", "nvfp4_global_scale",
     "sqnr_db", "relative_error", "fraction_clipped", "fraction_flushed", "quant_stats",
-    "QuantStats", "block_shape", "SCALE_RULES",
+    "QuantStats", "block_shape", "SCALE_RULES", "margin_limit", "MAX_HADAMARD_SIZE", "MAX_SEED",
 ]  # qmatmul, QLinear, RECIPES and recipe also resolve here but live in formats_torch
 
 

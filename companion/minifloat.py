@@ -224,17 +224,32 @@ def _quantize_e8m0(x, ops, overflow):
     return ops.where(bad, math.nan, r)
 
 
+#: Largest ``seed`` of stochastic rounding: 2**64 - 1, the largest seed torch's generators take
+#: (numpy's take any non-negative integer).
+MAX_SEED = 2 ** 64 - 1
+
+
+def checked_seed(seed, param: str = "seed"):
+    """``seed`` of stochastic rounding: None (fresh entropy) or an integer in [0, 2**64 - 1]
+    (an integral float such as ``3.0`` counts as 3; a bool, a string or ``2.5`` does not)."""
+    if seed is None:
+        return None
+    return checks.number(param, seed, integer=True, nonnegative=True, maximum=MAX_SEED)
+
+
 @via_numpy
 def quantize(x, fmt: str, rounding: str = "nearest", overflow: str = "saturate",
              seed: int | None = None):
     """Round ``x`` onto the grid of scalar format ``fmt``; returns float32 of x's array type.
 
     See the module docstring for what ``overflow`` does with out-of-range values, inf and NaN.
-    ``seed`` fixes the random draws of ``rounding="stochastic"``.
+    ``seed`` fixes the random draws of ``rounding="stochastic"``: None (fresh entropy) or an
+    integer in [0, 2**64 - 1] (checked for either rounding).
     """
     name = format_name(fmt)
     checks.choice("rounding", rounding, ROUNDINGS)
     checks.choice("overflow", overflow, OVERFLOWS)
+    seed = checked_seed(seed)
     ops, xw = _checked("x", x)
     xw, undo = at_least_1d(ops, xw)
     q, _ = _quantize_core(xw, name, ops, rounding, overflow, seed)

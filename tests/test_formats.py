@@ -530,6 +530,177 @@ def test_block_errors_are_clear():
         F.block_quantize(x, "mxfp4", axis=2)
 
 
+# bad arguments: a ValueError or TypeError naming the parameter, never an OverflowError,
+# numpy's own message or a silent NaN
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda x: F.tensor_quantize(x, margin=2000), ValueError, "margin must be <= 17"),
+    (lambda x: F.tensor_quantize(x, margin=-2000), ValueError, "margin must be >= -17"),
+    (lambda x: F.tensor_quantize(x, "e2m1", margin=4), ValueError, "margin must be <= 3"),
+    (lambda x: F.tensor_quantize(x, margin=1.5), TypeError, "margin must be an integer"),
+    (lambda x: F.tensor_quantize(x, margin=True), TypeError, "margin"),
+    (lambda x: F.tensor_quantize(x, amax=1e300), ValueError, "amax must be <="),
+    (lambda x: F.DelayedScaling(margin=5000, history=(1.0,)).scale, ValueError, "margin"),
+    (lambda x: F.DelayedScaling(margin=-5000, history=(1.0,)).scale, ValueError, "margin"),
+    (lambda x: F.DelayedScaling("e5m2", margin=32), ValueError, "margin must be <= 31"),
+])
+def test_margin_is_bounded_by_the_formats_span(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(np.ones(32, np.float32))
+
+
+def test_margin_inside_the_bound_works_and_a_scale_underflow_is_refused():
+    x = outlier_tensor(seed=4)
+    amax = float(np.abs(x).max())
+    for fmt in ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1"):
+        limit = F.margin_limit(fmt)
+        assert limit == math.floor(math.log2(F.info(fmt).max / F.info(fmt).min_subnormal))
+        for m in (-limit, -1, 0, 2, limit):
+            deq, scale = F.tensor_quantize(x, fmt, margin=m)
+            assert np.isfinite(deq).all()
+            assert scale == pytest.approx(F.info(fmt).max / amax / 2.0 ** m, rel=1e-6)
+    assert [F.margin_limit(f) for f in ("e4m3", "e5m2", "e2m1")] == [17, 31, 3]
+    assert F.DelayedScaling(margin=2, history=(4.0,)).scale == 448 / 4 / 4
+    # a huge amax with a large margin would need a scale below float32's normals: refused,
+    # naming margin and the largest margin that works
+    big = np.float32([3e38, 1.0])
+    for call in (lambda: F.tensor_quantize(big, margin=17),
+                 lambda: F.tensor_quantize(x, amax=3e38, margin=17),
+                 lambda: F.DelayedScaling(margin=17, history=(3e38,)).scale,
+                 lambda: F.tensor_quantize(torch.from_numpy(big), margin=17)):
+        with pytest.raises(ValueError, match=r"margin=17 .*margin <= 6"):
+            call()
+    assert np.isfinite(F.tensor_quantize(big, margin=6)[0]).all()
+
+
+@pytest.mark.parametrize("seed,exc,match", [
+    (-1, ValueError, "seed must be >= 0"),
+    (2.5, TypeError, "seed must be an integer"),
+    ("a", TypeError, "seed must be an integer"),
+    (True, TypeError, "seed must be an integer"),
+    (2 ** 64, ValueError, "seed must be <="),
+])
+def test_stochastic_rounding_seed_is_a_nonnegative_integer(seed, exc, match):
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    calls = [
+        lambda: F.quantize(x, "e2m1", rounding="stochastic", seed=seed),
+        lambda: F.encode(x, "e2m1", rounding="stochastic", seed=seed),
+        lambda: F.block_quantize(x, "mxfp4", rounding="stochastic", seed=seed),
+        lambda: F.tensor_quantize(x, rounding="stochastic", seed=seed),
+        lambda: F.DelayedScaling().quantize(x, rounding="stochastic", seed=seed),
+        lambda: F.quant_stats(x, "e2m1", rounding="stochastic", seed=seed),
+        lambda: F.quant_stats(x, "nvfp4", rounding="stochastic", seed=seed),
+        lambda: F.block_quantize(torch.from_numpy(x), "nvfp4", rounding="stochastic",
+                                 seed=seed),
+    ]
+    for call in calls:
+        with pytest.raises(exc, match=match):
+            call()
+
+
+def test_valid_seeds_still_work():
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    a = F.quantize(x, "e2m1", rounding="stochastic", seed=3)
+    assert np.array_equal(a, F.quantize(x, "e2m1", rounding="stochastic", seed=np.int64(3)))
+    assert np.array_equal(a, F.quantize(x, "e2m1", rounding="stochastic", seed=3.0))
+    assert F.quantize(x, "e2m1", rounding="stochastic", seed=F.MAX_SEED).shape == x.shape
+    assert np.array_equal(F.block_quantize(x, "mxfp4", rounding="stochastic", seed=0)[0],
+                          F.block_quantize(x, "mxfp4", rounding="stochastic", seed=0)[0])
+
+
+def test_delayed_scaling_refuses_e8m0_and_bad_history():
+    for call in (lambda: F.DelayedScaling(fmt="e8m0"),
+                 lambda: F.DelayedScaling(fmt="float8_e8m0fnu"),
+                 lambda: F.tensor_quantize(np.ones(4, np.float32), "e8m0")):
+        with pytest.raises(ValueError, match="fmt='e8m0' is a scale format"):
+            call()
+    with pytest.raises(TypeError, match=r"history\[0\] must be a number; got str"):
+        F.DelayedScaling(history=("a",))
+    with pytest.raises(TypeError, match=r"history\[1\] must be a number; got bool"):
+        F.DelayedScaling(history=(1.0, True))
+    with pytest.raises(ValueError, match=r"history\[0\] must be >= 0"):
+        F.DelayedScaling(history=(-1.0,))
+    with pytest.raises(ValueError, match=r"history\[0\]"):
+        F.DelayedScaling(history=(-math.inf,))
+    with pytest.raises(TypeError, match="history must be a tuple"):
+        F.DelayedScaling(history="abc")
+    # inf and NaN are amaxes of non-finite tensors, recorded by quantize and skipped
+    state = F.DelayedScaling(history=[np.float32(2.0), math.nan, math.inf])
+    assert state.history[0] == 2.0 and isinstance(state.history, tuple)
+    assert state.amax == 2.0 and state.scale == 224.0
+    _, nxt = state.quantize(np.float32([1.0, np.nan]))
+    assert math.isnan(nxt.history[-1]) and nxt.amax == 2.0
+
+
+def test_hadamard_arguments_are_checked():
+    v = np.ones(16, np.float32)
+    with pytest.raises(ValueError, match="axis must be <= 0"):
+        F.random_hadamard(v, 1, axis=3)
+    with pytest.raises(ValueError, match="axis must be >= -1"):
+        F.random_hadamard(v, 1, axis=-2)
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        F.random_hadamard(v, 1, axis="a")
+    with pytest.raises(TypeError, match="inverse must be True or False"):
+        F.random_hadamard(v, 1, inverse="x")
+    with pytest.raises(ValueError, match="size must be <= 4096"):
+        F.random_hadamard(v, 1, size=2 ** 13)
+    with pytest.raises(ValueError, match="size must be a power of two"):
+        F.random_hadamard(v, 1, size=12)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        F.random_hadamard(np.float32(1.0), 1)
+    x = np.ones((4, 32), np.float32)
+    assert np.allclose(F.random_hadamard(F.random_hadamard(x, 2, axis=-2, size=4), 2,
+                                         axis=0, size=4, inverse=True), x, atol=1e-6)
+    for pad in ("yes", 1, None):
+        with pytest.raises(TypeError, match="pad must be True or False"):
+            F.block_quantize(x, "mxfp4", pad=pad)
+    with pytest.raises(TypeError, match="pad must be True or False"):
+        F.quant_stats(x, "mxfp4", pad="no")
+    with pytest.raises(ValueError, match="hadamard_size must be <= 4096"):
+        F.block_quantize(x, "nvfp4", hadamard_seed=1, hadamard_size=2 ** 20, pad=True)
+    with pytest.raises(ValueError, match="hadamard_size must be a power of two"):
+        F.block_quantize(x, "nvfp4", hadamard_seed=1, hadamard_size=24, pad=True)
+    with pytest.raises(ValueError, match=r"hadamard_size=64 must divide x.shape\[1\]=32"):
+        F.block_quantize(x, "nvfp4", hadamard_seed=1, hadamard_size=64)
+    with pytest.raises(ValueError, match="hadamard_seed must be >= 0"):
+        F.block_quantize(x, "nvfp4", hadamard_seed=-1)
+    with pytest.raises(TypeError, match="hadamard_seed must be an integer"):
+        F.block_quantize(x, "nvfp4", hadamard_seed="a")
+    # a padded rotation block still works and returns x's shape
+    assert F.block_quantize(x, "nvfp4", hadamard_seed=1, hadamard_size=64, pad=True)[0].shape \
+        == x.shape
+
+
+def test_empty_input():
+    # block schemes: no blocks, so empty values and scales; a per-tensor scale is undefined
+    for scheme in ("mxfp4", "nvfp4", "deepseek_fp8"):
+        deq, scales = F.block_quantize(np.zeros((2, 0), np.float32), scheme)
+        assert deq.shape == (2, 0) and scales.size == 0
+    deq, scales = F.block_quantize(np.zeros((0, 16), np.float32), "nvfp4", role="weight")
+    assert deq.shape == (0, 16) and scales.size == 0
+    deq, _ = F.block_quantize(torch.zeros((0, 16)), "nvfp4")
+    assert tuple(deq.shape) == (0, 16)
+    empty = np.zeros((2, 0), np.float32)
+    for call in (lambda: F.block_quantize(empty, "fp8_e4m3_tensor"),
+                 lambda: F.nvfp4_global_scale(empty),
+                 lambda: F.nvfp4_global_scale(np.zeros(0, np.float32)),
+                 lambda: F.tensor_quantize(empty),
+                 lambda: F.tensor_quantize(empty, amax=1.0),
+                 lambda: F.DelayedScaling().quantize(empty)):
+        with pytest.raises(ValueError, match=r"x is empty \(shape"):
+            call()
+
+
+def test_quant_stats_accepts_the_format_aliases_quantize_accepts():
+    x = outlier_tensor(seed=5)
+    for alias, name in (("float8_e4m3fn", "e4m3"), ("fp8_e5m2", "e5m2"),
+                        ("float4_e2m1fn", "e2m1")):
+        assert np.array_equal(F.quantize(x, alias), F.quantize(x, name))
+        assert F.quant_stats(x, alias) == F.quant_stats(x, name)
+        assert F.fraction_clipped(x * 100, alias) == F.fraction_clipped(x * 100, name)
+    with pytest.raises(ValueError, match="unknown scheme 'float8_e4m3'.*float8_e4m3fn"):
+        F.quant_stats(x, "float8_e4m3")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_matches_cpu():
     x = outlier_tensor(rows=64, cols=256)
