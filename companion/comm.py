@@ -244,9 +244,10 @@ def published_efficiency(algorithm: str, link: str) -> float:
 
 
 def ring_steps(op: str, n: int) -> int:
-    """Latency steps (multiples of ``latency_s``) of ``op``'s default algorithm on ``n`` ranks."""
+    """Latency steps (multiples of ``latency_s``) of ``op``'s default algorithm on ``n`` ranks
+    (one integer >= 1)."""
     op = _op(op)
-    n = int(_ranks(n))
+    n = checks.number("n", n, integer=True, minimum=1)
     if n == 1:
         return 0
     if op == "all_reduce":
@@ -266,6 +267,11 @@ class AlphaBetaFit:
     r2: float
     points: int
 
+    def __post_init__(self):
+        # a negative latency or per-byte cost would predict negative times (time_s(0) < 0)
+        checks.number("alpha_s", self.alpha_s, nonnegative=True)
+        checks.number("beta_s_per_byte", self.beta_s_per_byte, nonnegative=True)
+
     @property
     def bandwidth_Bps(self) -> float:
         return 1.0 / self.beta_s_per_byte if self.beta_s_per_byte > 0 else math.inf
@@ -282,6 +288,12 @@ def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
     With ``relative=True`` (default) the fit minimises relative residuals, ``sum((t_i -
     fit_i) / t_i)**2``: sizes spanning decades otherwise let the largest message decide the
     intercept, and alpha comes out as noise (even negative).
+
+    A latency or a per-byte cost below zero has no meaning (``time_s(0)`` would be negative),
+    so the fit is the least-squares line with ``alpha >= 0`` and ``beta >= 0``: where the free
+    line has a negative coefficient, the better of the two boundary lines (through the origin,
+    or flat) in the same weighted residual. Noisy timings of small messages can tip a free fit
+    below zero; the constrained one is what the measurements support.
     """
     s, _ = _sizes("size_bytes", size_bytes)
     t = checks.real_array("seconds", seconds)
@@ -297,6 +309,11 @@ def fit_alpha_beta(size_bytes, seconds, relative: bool = True) -> AlphaBetaFit:
     w = 1.0 / t if checks.boolean("relative", relative) else np.ones_like(t)
     design = np.stack([np.ones_like(s), s], axis=1) * w[:, None]
     (alpha, beta), *_ = np.linalg.lstsq(design, t * w, rcond=None)
+    if alpha < 0 or beta < 0:  # the constrained optimum lies on a boundary: try both
+        ww = w * w
+        lines = [(0.0, float(np.sum(ww * s * t) / np.sum(ww * s * s))),  # through the origin
+                 (float(np.sum(ww * t) / np.sum(ww)), 0.0)]  # flat
+        alpha, beta = min(lines, key=lambda ab: float(np.sum(ww * (t - ab[0] - ab[1] * s) ** 2)))
     pred = alpha + beta * s
     ss_res = float(np.sum((t - pred) ** 2))
     ss_tot = float(np.sum((t - t.mean()) ** 2))

@@ -104,8 +104,10 @@ def _domains(n_domains) -> int:
 
 def _fabric(fabric) -> "Fabric":
     if not isinstance(fabric, Fabric):
-        raise TypeError(f"fabric must be a Fabric (e.g. companion.machine.cluster('H100')"
-                        f".fabric); got {type(fabric).__name__}")
+        raise TypeError(f"fabric must be a companion.fabric.Fabric, e.g. "
+                        f"Fabric(gpus_per_domain=8, scaleup_Bps=450e9, nic_Bps=50e9) or "
+                        f"companion.explore.interconnect.system_fabric('DGX B200'); "
+                        f"got {type(fabric).__name__}")
     return fabric
 
 
@@ -115,12 +117,14 @@ def rails(fabric: Fabric) -> int:
     NIC *i* of every domain plugs into rail *i*'s leaves, so a job's traffic is spread over
     all of them and each rail has its own leaf switches.
     """
+    fabric = _fabric(fabric)
     return max(1, round(fabric.gpus_per_domain * fabric.nics_per_gpu))
 
 
 def job_leaves(fabric: Fabric, n_domains: int) -> int:
     """Leaf switches a rail-optimized job of ``n_domains`` domains touches: on every rail,
     one leaf per ``domains_per_leaf`` domains (250 DGX nodes: 8 rails x 8 leaves = 64)."""
+    fabric = _fabric(fabric)
     return rails(fabric) * -(-_domains(n_domains) // fabric.domains_per_leaf)
 
 
@@ -188,7 +192,10 @@ def hierarchical_all_reduce_time_s(size_bytes, fabric: Fabric, n_domains: int,
 
 
 def flat_Bps(fabric: Fabric, d: int) -> float:
-    """Per-GPU bandwidth of one flat ring or tree over ``d`` domains of ``fabric``."""
+    """Per-GPU bandwidth of one flat ring or tree over ``d`` domains of ``fabric`` (``d`` an
+    integer from 1 to :data:`companion.checks.MAX_GPUS`)."""
+    fabric = _fabric(fabric)
+    d = checks.number("d", d, integer=True, minimum=1, maximum=checks.MAX_GPUS)
     # One ring (or tree) enters and leaves a domain once per channel, so the domain's g GPUs
     # share their g * nics_per_gpu NICs across channels; NVLink caps it inside the domain.
     return fabric.scaleup_Bps if d == 1 else min(fabric.scaleup_Bps,
@@ -205,6 +212,7 @@ def all_reduce_latency_s(fabric: Fabric, n_domains: int, algorithm: str = "ring"
     revision the constants come from; later revisions count ``2 D`` network steps instead of
     ``2(D-1)`` and add a per-step network overhead, a difference of two steps.
     """
+    fabric = _fabric(fabric)
     checks.choice("algorithm", algorithm, FLAT_ALGORITHMS)
     d = _domains(n_domains)
     g = fabric.gpus_per_domain
@@ -251,6 +259,7 @@ def cross_domain_ring_slowdown(fabric: Fabric, size_bytes: float, gpus: int) -> 
     The bandwidth part is ``scaleup_Bps / (g x NIC bandwidth per GPU)`` (2.25 for DGX B200:
     900 / 400 GB/s), and the ``2(D-1)`` network steps add latency on top.
     """
+    fabric = _fabric(fabric)
     n = checks.number("gpus", gpus, integer=True, minimum=2)
     checks.divides("gpus_per_domain", fabric.gpus_per_domain, "gpus", n)
     inside = dataclasses.replace(fabric, gpus_per_domain=n)
@@ -377,6 +386,8 @@ def bucket_plan(grad_bytes: float, bucket_bytes, backward_s: float, all_reduce_s
     for example :func:`flat_all_reduce_time_s` on a fabric). The last one ends at
     ``max(backward_s + c, backward_s / N + N c)``: small buckets pay the latency ``N``
     times, large ones leave a big last bucket exposed after the backward pass.
+    ``all_reduce_s`` must be callable on an array of bucket sizes and return finite
+    seconds >= 0, one per size (or one number for all).
     """
     g = checks.number("grad_bytes", grad_bytes, positive=True)
     b, _ = _sizes("bucket_bytes", bucket_bytes)
@@ -384,8 +395,15 @@ def bucket_plan(grad_bytes: float, bucket_bytes, backward_s: float, all_reduce_s
     if np.any(b <= 0):
         raise ValueError("bucket_bytes must be > 0")
     bwd = checks.number("backward_s", backward_s, nonnegative=True)
+    if not callable(all_reduce_s):
+        raise TypeError(f"all_reduce_s must be a function of the bucket bytes returning "
+                        f"seconds (e.g. lambda size: flat_all_reduce_time_s(size, fabric, "
+                        f"n_domains)); got {type(all_reduce_s).__name__}")
     nb = np.ceil(g / b)
-    c = np.asarray(all_reduce_s(g / nb), dtype=np.float64)
+    c = checks.real_array("all_reduce_s(bucket bytes)", all_reduce_s(g / nb), nonnegative=True)
+    if c.shape not in ((), nb.shape):
+        raise ValueError(f"all_reduce_s must return one time per bucket size ({nb.shape}) or "
+                         f"one number; got shape {c.shape}")
     end = np.maximum(bwd + c, bwd / nb + nb * c)
     return BucketPlan(bucket_bytes=b, n_buckets=nb.astype(np.int64), per_bucket_s=c,
                       comm_total_s=nb * c, exposed_s=end - bwd)
@@ -404,6 +422,9 @@ def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
 
 def p99_slowdown(result: TailLatency) -> np.ndarray:
     """P99 step time over the ideal (no jitter, no stragglers) step time."""
+    if not isinstance(result, TailLatency):
+        raise TypeError(f"result must be a TailLatency (what companion.fabric.tail_latency "
+                        f"returns); got {type(result).__name__}")
     return result.p99_s / result.ideal_s
 
 

@@ -96,10 +96,52 @@ def wire_bytes(dispatch_precision: str) -> float:
 
 
 # -- checks ----------------------------------------------------------------------------------
+def _experts_top_k(experts, top_k) -> tuple[int, int]:
+    """``experts`` and ``top_k`` as integers >= 1 with ``top_k <= experts``."""
+    e = checks.number("experts", experts, integer=True, minimum=1)
+    k = checks.number("top_k", top_k, integer=True, minimum=1)
+    if k > e:
+        raise ValueError(f"top_k={k} must be <= experts={e}")
+    return e, k
+
+
+def _skew(routing_skew):
+    """``routing_skew`` (a number or array) as float64, finite and >= 1."""
+    a = checks.real_array("routing_skew", routing_skew, positive=True)
+    if (a < 1).any():
+        raise ValueError(f"routing_skew must be >= 1 (the busiest rank's load over the mean); "
+                         f"got {a[a < 1][:3].tolist()}")
+    return a
+
+
+def _flags(param: str, x):
+    """A boolean or 0/1 number, or an array of them, as float64 0.0/1.0."""
+    kind = np.asarray(x).dtype.kind if not isinstance(x, (str, bytes)) else "U"
+    if kind == "b":
+        return np.asarray(x, dtype=np.float64)
+    a = checks.real_array(param, x)
+    if ((a != 0) & (a != 1)).any():
+        raise ValueError(f"{param} must be True/False (or 0/1 per row); got "
+                         f"{a[(a != 0) & (a != 1)][:3].tolist()}")
+    return a
+
+
+def _broadcast(**arrays) -> None:
+    """Raise naming the parameters unless ``arrays`` broadcast together."""
+    try:
+        np.broadcast_shapes(*(np.shape(a) for a in arrays.values()))
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(a)}" for k, a in arrays.items() if np.ndim(a))
+        raise ValueError(f"array arguments must broadcast together; got shapes {shapes}") \
+            from None
+
+
 def max_skew(experts: int, top_k: int) -> float:
     """The largest routing skew there is: every token picks the busiest expert, which then
-    holds experts / top_k times the mean load."""
-    return experts / top_k
+    holds experts / top_k times the mean load. ``experts`` and ``top_k`` are integers >= 1,
+    ``top_k <= experts``."""
+    e, k = _experts_top_k(experts, top_k)
+    return e / k
 
 
 def check_skew(routing_skew, experts: int, top_k: int) -> float:
@@ -109,7 +151,16 @@ def check_skew(routing_skew, experts: int, top_k: int) -> float:
 
 
 def check_expert_layout(model, ep: int, etp: int) -> None:
-    """Raise ValueError unless ``ep`` divides the experts and ``etp`` the expert width."""
+    """Raise ValueError unless ``ep`` divides the experts and ``etp`` the expert width.
+    ``model`` is a :class:`~companion.model.Transformer` (``companion.model.preset(name)``;
+    this module sits below the model module, so it takes no names); ``ep`` and ``etp`` are GPU
+    counts (integers >= 1)."""
+    if not (hasattr(model, "experts") and hasattr(model, "expert_ffn")):
+        raise TypeError(f"model must be a companion.model.Transformer (e.g. "
+                        f"companion.model.preset({model!r}) for a name); got "
+                        f"{type(model).__name__}")
+    ep = checks.gpu_count("ep", ep)
+    etp = checks.gpu_count("etp", etp)
     checks.divides("ep", ep, "experts", model.experts)
     checks.divides("etp", etp, "expert_ffn_hidden", model.expert_ffn)
 
@@ -272,18 +323,44 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     return nvlink, worst
 
 
+def _a2a_args(nvlink_copies, network_copies, nvlink_Bps, network_Bps, routing_skew,
+              nvlink_latency_s, network_latency_s) -> dict:
+    """The path arguments of :func:`all_to_all_s`, checked: copies and latencies finite and
+    >= 0, bandwidths > 0, skew >= 1 (numbers or arrays)."""
+    return {"nvlink_copies": checks.real_array("nvlink_copies", nvlink_copies, nonnegative=True),
+            "network_copies": checks.real_array("network_copies", network_copies,
+                                                nonnegative=True),
+            "nvlink_Bps": checks.real_array("nvlink_Bps", nvlink_Bps, positive=True),
+            "network_Bps": checks.real_array("network_Bps", network_Bps, positive=True),
+            "routing_skew": _skew(routing_skew),
+            "nvlink_latency_s": checks.real_array("nvlink_latency_s", nvlink_latency_s,
+                                                  nonnegative=True),
+            "network_latency_s": checks.real_array("network_latency_s", network_latency_s,
+                                                   nonnegative=True)}
+
+
+def _a2a(s, nvlink_copies, network_copies, nvlink_Bps, network_Bps, routing_skew,
+         nvlink_latency_s, network_latency_s):
+    s = s * routing_skew
+    up = np.where(nvlink_copies > 0, nvlink_latency_s + s * nvlink_copies / nvlink_Bps, 0.0)
+    out = np.where(network_copies > 0, network_latency_s + s * network_copies / network_Bps,
+                   0.0)
+    return np.maximum(up, out)
+
+
 def all_to_all_s(hidden_bytes, nvlink_copies, network_copies, nvlink_Bps, network_Bps,
                  routing_skew=1.0, nvlink_latency_s=0.0, network_latency_s=0.0):
     """One dispatch or combine: ``hidden_bytes`` (tokens x hidden x bytes per element on one
     GPU) times the copies over each path, the busiest rank carrying ``routing_skew`` times the
     mean; NVLink and network run concurrently and the slower decides (DeepEP overlaps its
     NVLink forwarding with RDMA). Each path that carries anything pays its latency once, as
-    :func:`companion.comm.collective_time_s` prices a direct all-to-all. Arrays broadcast."""
-    s = np.asarray(hidden_bytes, dtype=np.float64) * routing_skew
-    up = np.where(nvlink_copies > 0, nvlink_latency_s + s * nvlink_copies / nvlink_Bps, 0.0)
-    out = np.where(network_copies > 0, network_latency_s + s * network_copies / network_Bps,
-                   0.0)
-    return np.maximum(up, out)
+    :func:`companion.comm.collective_time_s` prices a direct all-to-all. Arrays broadcast.
+    Sizes, copies and latencies must be finite and >= 0, bandwidths > 0, ``routing_skew`` >= 1."""
+    s = checks.real_array("hidden_bytes", hidden_bytes, nonnegative=True)
+    kw = _a2a_args(nvlink_copies, network_copies, nvlink_Bps, network_Bps, routing_skew,
+                   nvlink_latency_s, network_latency_s)
+    _broadcast(hidden_bytes=s, **kw)
+    return checks.finite_result("hidden_bytes", _a2a(s, **kw))
 
 
 def layer_all_to_all_s(tokens, hidden: int, dispatch_precision: str, nvlink_copies,
@@ -291,16 +368,21 @@ def layer_all_to_all_s(tokens, hidden: int, dispatch_precision: str, nvlink_copi
                        recompute_forward=False, nvlink_latency_s=0.0, network_latency_s=0.0):
     """All-to-all time of one MoE layer for one microbatch, forward and backward: dispatch
     (``dispatch_precision``) and combine (BF16) forward, their two BF16 mirror images
-    backward, and the forward pair again where the layer is recomputed."""
-    unit = functools.partial(all_to_all_s, nvlink_copies=nvlink_copies,
-                             network_copies=network_copies, nvlink_Bps=nvlink_Bps,
-                             network_Bps=network_Bps, routing_skew=routing_skew,
-                             nvlink_latency_s=nvlink_latency_s,
-                             network_latency_s=network_latency_s)
-    base = np.asarray(tokens, dtype=np.float64) * hidden
-    fwd = unit(base * wire_bytes(dispatch_precision)) + unit(base * COMBINE_BYTES)
+    backward, and the forward pair again where the layer is recomputed. ``tokens`` >= 0,
+    ``hidden`` an integer >= 1, ``recompute_forward`` True/False (or 0/1 per row); the other
+    arguments as :func:`all_to_all_s` takes them."""
+    t = checks.real_array("tokens", tokens, nonnegative=True)
+    h = checks.number("hidden", hidden, integer=True, minimum=1)
+    wire = wire_bytes(dispatch_precision)
+    rerun = _flags("recompute_forward", recompute_forward)
+    kw = _a2a_args(nvlink_copies, network_copies, nvlink_Bps, network_Bps, routing_skew,
+                   nvlink_latency_s, network_latency_s)
+    _broadcast(tokens=t, recompute_forward=rerun, **kw)
+    unit = functools.partial(_a2a, **kw)
+    base = t * h
+    fwd = unit(base * wire) + unit(base * COMBINE_BYTES)
     bwd = 2 * unit(base * COMBINE_BYTES)
-    return fwd * (1 + np.asarray(recompute_forward, dtype=np.float64)) + bwd
+    return checks.finite_result("tokens and hidden", fwd * (1 + rerun) + bwd)
 
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -337,10 +419,10 @@ def expert_loop_s(local_experts) -> float:
     experts of 128 tokens (N = K = 2048) where one CUTLASS launch of the same GEMMs takes
     0.069 ms: (0.267 - 0.069) / 8 = 25 us per expert GEMM (the two rows of kind
     ``grouped_gemm_dispatch``). Returns (forward, backward) seconds for arrays of local
-    expert counts."""
+    expert counts (finite, >= 0)."""
+    n = checks.real_array("local_experts", local_experts, nonnegative=True)
     per = (_value("te-grouped-linear-multistream-sm100-8x128")
            - _value("te-grouped-linear-cutlass-sm100-8x128")) / 8
-    n = np.asarray(local_experts, dtype=np.float64)
     return n * EXPERT_GEMMS[0] * per, n * EXPERT_GEMMS[1] * per
 
 
@@ -354,10 +436,19 @@ def saved_bytes_per_layer(tokens, hidden: int, experts: int, top_k: int, tp, etp
     """Bytes one MoE layer keeps for its backward pass per microbatch beyond a dense MLP's input:
     the dispatched copies (top_k BF16 hidden vectors per token, the expert FC1 input saved for
     its weight gradient; gathered over ETP), the router's FP32 probabilities over all experts
-    and its int64 top-k indices. ``tokens``: tokens of the microbatch on one TP group."""
-    t = np.asarray(tokens, dtype=np.float64)
-    dispatched = 2.0 * top_k * t * etp / tp * hidden * routing_skew
-    return dispatched + t / tp * (4.0 * experts + 8.0 * top_k)
+    and its int64 top-k indices. ``tokens``: tokens of the microbatch on one TP group (>= 0);
+    ``hidden``, ``experts`` and ``top_k`` integers >= 1; ``tp`` and ``etp`` > 0 and
+    ``routing_skew`` >= 1 (numbers or arrays)."""
+    t = checks.real_array("tokens", tokens, nonnegative=True)
+    hidden = checks.number("hidden", hidden, integer=True, minimum=1)
+    experts, top_k = _experts_top_k(experts, top_k)
+    tp = checks.real_array("tp", tp, positive=True)
+    etp = checks.real_array("etp", etp, positive=True)
+    skew = _skew(routing_skew)
+    _broadcast(tokens=t, tp=tp, etp=etp, routing_skew=skew)
+    dispatched = 2.0 * top_k * t * etp / tp * hidden * skew
+    return checks.finite_result("tokens and hidden",
+                                dispatched + t / tp * (4.0 * experts + 8.0 * top_k))
 
 
 def transient_bytes(tokens, hidden: int, top_k: int, tp):

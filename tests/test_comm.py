@@ -327,3 +327,76 @@ def test_rail_optimized_leaves_and_flat_tree():
     assert fabric.all_reduce_latency_s(f, 1) == pytest.approx(14 * 1.9e-6)  # one node: NVLink
     with pytest.raises(ValueError, match="algorithm"):
         fabric.flat_all_reduce_time_s(1.0, f, 2, "sharp")
+
+
+# --- bad input: a clear error naming the parameter ------------------------------------------
+@pytest.mark.parametrize("call", [
+    lambda: fabric.all_reduce_latency_s(None, 4),
+    lambda: fabric.flat_Bps(None, 4),
+    lambda: fabric.rails(None),
+    lambda: fabric.job_leaves(None, 4),
+    lambda: fabric.cross_domain_ring_slowdown(None, 1e9, 16),
+    lambda: fabric.flat_all_reduce_time_s(1e9, "DGX B200", 2),
+])
+def test_fabric_functions_want_a_fabric(call):
+    with pytest.raises(TypeError, match="fabric must be a companion.fabric.Fabric") as e:
+        call()
+    # the suggested ways of getting one exist and work
+    assert "system_fabric('DGX B200')" in str(e.value)
+    from companion.explore.interconnect import system_fabric
+    assert isinstance(system_fabric("DGX B200"), fabric.Fabric)
+
+
+def test_p99_slowdown_wants_a_tail_latency():
+    with pytest.raises(TypeError, match="result must be a TailLatency"):
+        fabric.p99_slowdown(None)
+    r = fabric.tail_latency([8], 1.0, jitter=0.0, straggler_prob=0.0, steps=10)
+    assert fabric.p99_slowdown(r)[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("d, error", [(0, ValueError), (-3, ValueError), (2.5, TypeError),
+                                      (None, TypeError), (2 ** 40, ValueError)])
+def test_flat_bandwidth_needs_a_domain_count(d, error):
+    with pytest.raises(error, match=r"\bd must be"):
+        fabric.flat_Bps(hgx(), d)
+    assert fabric.flat_Bps(hgx(), 1) == NVLINK4_BPS
+    assert fabric.flat_Bps(hgx(), 2) == min(NVLINK4_BPS, 8 * NDR_BPS)
+
+
+def test_alpha_beta_fit_never_predicts_negative_times():
+    # a free line through these would have a negative latency (first) or a negative per-byte
+    # cost (second); the fit keeps both >= 0: the best line through the origin, or flat
+    through_origin = comm.fit_alpha_beta([1e3, 1e6, 1e9], [1e-3, 1e-6, 1e-1])
+    assert through_origin.alpha_s == 0 and through_origin.beta_s_per_byte > 0
+    assert through_origin.time_s(0) == 0
+    flat = comm.fit_alpha_beta([1e3, 1e6, 1e9], [3e-3, 2e-3, 1e-3])
+    assert flat.beta_s_per_byte == 0 and 1e-3 < flat.alpha_s < 3e-3
+    with pytest.raises(ValueError, match="alpha_s must be >= 0"):
+        comm.AlphaBetaFit(-1e-5, 1e-9, 1.0, 3)
+    # a line through the origin: rounding may put alpha a hair below 0; it is taken as 0
+    sizes = np.array([1e3, 1e6, 1e9])
+    fit = comm.fit_alpha_beta(sizes, sizes / (20 * GB))
+    assert fit.alpha_s >= 0 and fit.time_s(0) >= 0
+    assert fit.beta_s_per_byte == pytest.approx(1 / (20 * GB))
+
+
+@pytest.mark.parametrize("all_reduce_s, error, words", [
+    (5, TypeError, "all_reduce_s must be a function"),
+    (lambda size: -size / 1e9, ValueError, r"all_reduce_s\(bucket bytes\) must be finite and >= 0"),
+    (lambda size: size * math.nan, ValueError, r"all_reduce_s\(bucket bytes\)"),
+    (lambda size: "fast", TypeError, r"all_reduce_s\(bucket bytes\)"),
+    (lambda size: np.ones(5), ValueError, "one time per bucket size"),
+])
+def test_bucket_plan_checks_its_all_reduce_function(all_reduce_s, error, words):
+    with pytest.raises(error, match=words):
+        fabric.bucket_plan(1e9, [1e7, 1e8], 1.0, all_reduce_s)
+    plan = fabric.bucket_plan(1e9, [1e7, 1e8], 1.0, lambda size: 1e-4 + size / 50e9)
+    assert np.all(plan.exposed_s > 0)
+
+
+@pytest.mark.parametrize("n, error", [([2, 4], TypeError), (np.array([2, 4]), TypeError),
+                                      (2.5, TypeError), (True, TypeError), (0, ValueError)])
+def test_ring_steps_needs_one_rank_count(n, error):
+    with pytest.raises(error, match=r"\bn must be"):
+        comm.ring_steps("all_reduce", n)
+    assert comm.ring_steps("all_reduce", np.int64(8)) == 14 == comm.ring_steps("all_reduce", 8.0)

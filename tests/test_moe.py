@@ -546,3 +546,75 @@ def test_residuals_grouped_by_expert_overlap_and_local_experts():
     cell = t[(t["ep_overlap"]) & (t["local_experts"] == 16)].iloc[0]
     assert cell["runs"] == len(both)
     assert cell["mean_pct"] == pytest.approx(both["error_pct"].mean())
+
+
+# --- bad input to the low-level helpers: a clear error naming the parameter ----------------
+_A2A = dict(nvlink_copies=1.0, network_copies=1.0, nvlink_Bps=4e11, network_Bps=4e10)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: moe.max_skew(8, 0), ValueError, "top_k must be >= 1"),
+    (lambda: moe.max_skew(0, 1), ValueError, "experts must be >= 1"),
+    (lambda: moe.max_skew(8, 9), ValueError, "top_k=9 must be <= experts=8"),
+    (lambda: moe.max_skew(8.5, 2), TypeError, "experts must be an integer"),
+    (lambda: moe.check_skew(1, 8, 0), ValueError, "top_k must be >= 1"),
+    (lambda: moe.check_expert_layout(preset("mixtral-8x7b"), 0, 1), ValueError,
+     "ep must be >= 1"),
+    (lambda: moe.check_expert_layout(preset("mixtral-8x7b"), 2, 0), ValueError,
+     "etp must be >= 1"),
+    (lambda: moe.check_expert_layout(None, 2, 1), TypeError,
+     "model must be a companion.model.Transformer"),
+    (lambda: moe.check_expert_layout("mixtral-8x7b", 2, 1), TypeError, r"preset\('mixtral"),
+    (lambda: moe.check_expert_layout(preset("mixtral-8x7b"), 3, 1), ValueError,
+     "ep=3 must divide experts=8"),
+    (lambda: moe.all_to_all_s(-1e6, **_A2A), ValueError, "hidden_bytes must be finite and >= 0"),
+    (lambda: moe.all_to_all_s(math.nan, **_A2A), ValueError, "hidden_bytes"),
+    (lambda: moe.all_to_all_s("1", **_A2A), TypeError, "hidden_bytes"),
+    (lambda: moe.all_to_all_s(1e6, **{**_A2A, "network_copies": -1.0}), ValueError,
+     "network_copies"),
+    (lambda: moe.all_to_all_s(1e6, **{**_A2A, "nvlink_Bps": 0.0}), ValueError, "nvlink_Bps"),
+    (lambda: moe.all_to_all_s(1e6, **_A2A, routing_skew=0.5), ValueError, "routing_skew"),
+    (lambda: moe.all_to_all_s(1e6, **_A2A, network_latency_s=-1e-6), ValueError,
+     "network_latency_s"),
+    (lambda: moe.all_to_all_s(np.ones(2), **{**_A2A, "nvlink_copies": np.ones(3)}), ValueError,
+     "broadcast"),
+    (lambda: moe.layer_all_to_all_s(4096, -4096, "bf16", **_A2A), ValueError,
+     "hidden must be >= 1"),
+    (lambda: moe.layer_all_to_all_s(-1, 4096, "bf16", **_A2A), ValueError, "tokens"),
+    (lambda: moe.layer_all_to_all_s(4096, 4096, "bf16", **_A2A, recompute_forward=2),
+     ValueError, "recompute_forward"),
+    (lambda: moe.layer_all_to_all_s(4096, 4096, "bf16", **_A2A, recompute_forward="yes"),
+     TypeError, "recompute_forward"),
+    (lambda: moe.saved_bytes_per_layer(-1, 4096, 8, 2, 1, 1), ValueError, "tokens"),
+    (lambda: moe.saved_bytes_per_layer(4096, -4096, 8, 2, 1, 1), ValueError, "hidden"),
+    (lambda: moe.saved_bytes_per_layer(4096, 4096, 8, 2, 0, 1), ValueError, "tp"),
+    (lambda: moe.saved_bytes_per_layer(4096, 4096, 8, 2, 1, np.array([1, -2])), ValueError,
+     "etp"),
+    (lambda: moe.saved_bytes_per_layer(4096, 4096, 8, 2, 1, 1, routing_skew=math.nan),
+     ValueError, "routing_skew"),
+    (lambda: moe.expert_loop_s(-3), ValueError, "local_experts must be finite and >= 0"),
+    (lambda: moe.expert_loop_s("8"), TypeError, "local_experts"),
+])
+def test_moe_helpers_refuse_bad_input_naming_the_parameter(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_moe_helpers_keep_array_inputs_and_values():
+    # the vectorised step-time model passes numpy arrays (and a boolean recompute mask)
+    tokens = np.array([0.0, 4096.0, 8192.0])
+    nvl, net = np.array([0.0, 3.0, 7.0]), np.array([0.0, 0.0, 2.5])
+    t = moe.layer_all_to_all_s(tokens, 7168, "fp8", nvl, net, 4e11, 4e10, routing_skew=1.2,
+                               recompute_forward=np.array([False, True, False]),
+                               nvlink_latency_s=1e-6, network_latency_s=4e-6)
+    assert t.shape == (3,) and t[0] == 0.0 and np.all(t[1:] > 0)
+    one = moe.all_to_all_s(4096 * 7168 * 2.0, 3.0, 0.0, 4e11, 4e10, routing_skew=1.2,
+                           nvlink_latency_s=1e-6)
+    assert one == pytest.approx(1e-6 + 1.2 * 4096 * 7168 * 2.0 * 3 / 4e11)
+    assert moe.all_to_all_s(1e6, 1, 1, 1e9, 1e9) == pytest.approx(1e-3)
+    fwd, bwd = moe.expert_loop_s(np.array([0, 8]))
+    assert fwd[0] == 0.0 and bwd[1] == pytest.approx(2 * fwd[1])
+    saved = moe.saved_bytes_per_layer(4096, 7168, 256, 8, np.array([1, 2]), np.array([1, 2]))
+    assert saved.shape == (2,) and saved[0] > saved[1]
+    moe.check_expert_layout(preset("mixtral-8x7b"), 2, 1)
+    assert moe.max_skew(8, 2) == 4.0 and moe.check_skew(4, 8, 2) == 4
