@@ -56,6 +56,10 @@ def cluster(gpu, system: str | Cluster | None = None) -> Cluster:
             raise ValueError(f"no system in the registry holds {g.name}; pass system= "
                              f"(a registry name or a Cluster)")
     s = hardware.system(system)
+    if s.gpu().family != g.family:  # an H100 in a GB200 rack: links and power would be wrong
+        raise ValueError(f"system={s.name!r} holds {s.gpu().name} ({s.gpu().family}), not "
+                         f"{g.name} ({g.family}); pick a system of the GPU's family or pass "
+                         f"a Cluster")
     scaleup = g.scaleup_Bps if g.scaleup_Bps is not None else s.gpu().scaleup_Bps
     return Cluster(s.name, s.scaleup_domain_gpus, scaleup, s.scaleout_Bps / s.gpu_count,
                    s.source)

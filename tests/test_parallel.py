@@ -190,3 +190,11 @@ def test_tp1_needs_nothing_hidden():
     assert tp_layer(tp=1).hidden_fraction_for(0.1) == 0.0
     with pytest.raises(TypeError, match="calibration must be"):
         estimate("llama3-8b", Layout(tp=8, global_batch=8), "H100", calibration=None)
+
+
+def test_a_gpu_in_another_familys_system_is_refused():
+    # an H100 priced in a GB200 NVL72 rack would get 72-GPU NVLink 5 domains it never has
+    with pytest.raises(ValueError, match="system='GB200 NVL72' holds"):
+        estimate("llama3-70b", Layout(tp=8, pp=2, dp=9, global_batch=72), "H100",
+                 system="GB200 NVL72")
+    assert cluster("B200", "GB200 NVL72").gpus_per_domain == 72  # same die, the rack's links
