@@ -378,7 +378,7 @@ def block_quantize(x, scheme: str, axis: int = -1, pad: bool = False, role: str 
     scale is :func:`nvfp4_global_scale`). With ``hadamard_seed``, blocks of ``hadamard_size``
     along ``axis`` are rotated by a random Hadamard matrix before quantizing and rotated back
     after, so the result is directly comparable with ``x``; ``hadamard_size`` is a power of two
-    up to :data:`MAX_HADAMARD_SIZE` (2**12) and must divide ``x.shape[axis]`` unless ``pad``.
+    up to ``MAX_HADAMARD_SIZE`` (2**12) and must divide ``x.shape[axis]`` unless ``pad``.
     ``scale_rule`` picks the E8M0 scale of the MX schemes: ``"floor"`` (OCP spec) or ``"up"``
     (TransformerEngine). ``pad`` is a strict bool; ``seed`` (stochastic rounding) and
     ``hadamard_seed`` are None or non-negative integers.
@@ -523,7 +523,7 @@ def _checked_history(history) -> tuple:
 
 # ----------------------------------------------------------------------------- Hadamard
 def _checked_hadamard_size(param, size) -> int:
-    """A Hadamard block size: a power of two from 1 to :data:`MAX_HADAMARD_SIZE`."""
+    """A Hadamard block size: a power of two from 1 to ``MAX_HADAMARD_SIZE``."""
     size = checks.integer_in(param, size, 1, MAX_HADAMARD_SIZE)
     if size & (size - 1):
         raise ValueError(f"{param} must be a power of two (at most {MAX_HADAMARD_SIZE}); "
@@ -546,7 +546,7 @@ def random_hadamard(x, seed: int, size: int = 16, axis: int = -1, inverse: bool 
     H is the Sylvester Hadamard matrix and D a diagonal of random signs drawn from ``seed``
     (the random Hadamard transform of the NVFP4 recipe, which uses size 16). The matrix is
     orthogonal, so ``inverse=True`` undoes the rotation. ``size`` is a power of two up to
-    :data:`MAX_HADAMARD_SIZE` (2**12); ``axis`` an integer in [-x.ndim, x.ndim); ``inverse`` a
+    ``MAX_HADAMARD_SIZE`` (2**12); ``axis`` an integer in [-x.ndim, x.ndim); ``inverse`` a
     strict bool.
     """
     size = _checked_hadamard_size("size", size)

@@ -47,8 +47,8 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
 
     ``held_out=False`` (default) gives the runs a constant was set on or checked against: the
     A100 runs of Korthikanti et al. 2022 Table 5 and Narayanan et al. 2021 Table 1, and the four
-    H100 expert-overlap runs of :data:`EP_OVERLAP_PAIRS`; ``held_out=True`` gives the later
-    runs (H100 to GB300) that were never used to set anything.
+    H100 expert-overlap runs of ``companion.validation.EP_OVERLAP_PAIRS``; ``held_out=True``
+    gives the later runs (H100 to GB300) that were never used to set anything.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
     converts with the source's own FLOP count: the row's ``source_gflops_per_token`` where the
     source's counter is known to differ from the companion's (DeepSeek-V3's MLA and MTP layer),
