@@ -141,6 +141,9 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
     if layout.global_batch is None:
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
+    if layout.precision == "fp32":  # a Layout may say fp32 for memory; no step model prices it
+        raise ValueError("layout.precision='fp32' sizes memory only; a step time needs GEMMs in "
+                         "bf16, fp16, fp8 or fp4 (FP32 matmuls run on tensor cores only as TF32)")
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checked(calibration)
     check_split(uneven_stages, embedding_loss_slots)

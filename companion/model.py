@@ -334,6 +334,13 @@ def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None
         moe.check_skew(layout.routing_skew, model.experts, model.top_k)
     elif layout.ep > 1:
         raise ValueError(f"ep={layout.ep} needs a MoE model; {model.name} has experts=1")
+    else:  # settings of the expert layers: on a dense model they would silently do nothing
+        for name, value, neutral in (("routing_skew", layout.routing_skew, 1.0),
+                                     ("dispatch_precision", layout.dispatch_precision, None),
+                                     ("etp", layout.etp, None)):
+            if value != neutral and not (name == "etp" and value == layout.tp):
+                raise ValueError(f"{name}={value!r} applies to MoE layers; {model.name} has "
+                                 f"experts=1 (leave it at {neutral!r})")
     m = layout.num_microbatches
     if layout.vpp > 1 and m is not None and m % layout.pp:
         # Megatron-LM's interleaved schedule runs microbatches in groups of pp (older releases

@@ -198,3 +198,16 @@ def test_a_gpu_in_another_familys_system_is_refused():
         estimate("llama3-70b", Layout(tp=8, pp=2, dp=9, global_batch=72), "H100",
                  system="GB200 NVL72")
     assert cluster("B200", "GB200 NVL72").gpus_per_domain == 72  # same die, the rack's links
+
+
+@pytest.mark.parametrize("kw", [dict(routing_skew=2.0), dict(dispatch_precision="fp8"),
+                                dict(etp=1)])
+def test_expert_settings_on_a_dense_model_are_refused(kw):
+    # they would change nothing, so a reader asking for them has the wrong model
+    with pytest.raises(ValueError, match="applies to MoE layers; llama3-8b has experts=1"):
+        estimate("llama3-8b", Layout(tp=8, global_batch=8, **kw), "H100")
+
+
+def test_fp32_layouts_size_memory_but_are_not_timed():
+    with pytest.raises(ValueError, match="precision='fp32' sizes memory only"):
+        estimate("llama3-8b", Layout(tp=8, global_batch=8, precision="fp32"), "H100")
