@@ -355,9 +355,13 @@ def test_last_level_caches_are_sourced():
     assert all("https://" in s or "search" in s for s in details["source"])
 
 
-def test_b300_power_and_sm_count_are_marked_unverified():
+def test_b300_sm_count_is_marked_unverified_and_its_memory_is_the_datasheets():
     b300 = hw.gpu("B300")
-    assert b300.tdp_w == 1100 and not b300.is_verified("tdp_w")
+    # NVIDIA's DGX B300 reference architecture (dgxc-benchmarking README): 1100 W, 270 GB and
+    # 7.7 TB/s per GPU; the Blackwell Ultra datasheet's GB300 column: 279 GB and 8 TB/s
+    assert b300.tdp_w == 1100 and b300.is_verified("tdp_w")
+    assert b300.hbm_bytes == 270 * 2 ** 30 and b300.hbm_Bps == 7.7e12
+    assert hw.gpu("GB300").hbm_bytes == 279 * 2 ** 30
     assert b300.sm_count == 160 and not b300.is_verified("sm_count")
     assert hw.gpu("B200").is_verified("tdp_w")
     with pytest.raises(ValueError, match="no field"):

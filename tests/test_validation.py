@@ -52,7 +52,7 @@ def test_cross_validation_per_generation_is_pinned():
     every = V.family_errors(["moe", "generation"])
     fam = every[every["moe"] == "dense"].set_index("generation")
     pins = {"NVIDIA Ampere": (18, -1.03, 4.14), "NVIDIA Hopper": (67, -2.48, 6.71),
-            "NVIDIA Blackwell": (121, -3.89, 10.00)}
+            "NVIDIA Blackwell": (121, -4.30, 10.06)}
     for gen, (runs, mean, mae) in pins.items():
         assert fam.loc[gen, "runs"] == runs
         assert fam.loc[gen, "mean_error_pct"] == pytest.approx(mean, abs=0.3), gen
