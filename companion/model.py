@@ -27,8 +27,19 @@ PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 ATTENTION_KERNELS = ("cudnn", "flash-attn-2")
 
 
-def _int(param, value, minimum=1):
-    return checks.number(param, value, integer=True, minimum=minimum)
+#: the largest width, length or count a Transformer field may take: 2**24 keeps every product
+#: the memory and FLOP models form inside int64 and float64 exactness (a 1M-token sequence is
+#: 2**20)
+MAX_DIM = 2 ** 24
+
+
+def _int(param, value, minimum=1, maximum=MAX_DIM):
+    return checks.number(param, value, integer=True, minimum=minimum, maximum=maximum)
+
+
+def _store_int(obj, param, minimum=1, maximum=MAX_DIM):
+    # an integral float (2.0) is stored as the int it names, so TP2.0 prints as TP2
+    object.__setattr__(obj, param, _int(param, getattr(obj, param), minimum, maximum))
 
 
 @dataclass(frozen=True)
@@ -75,25 +86,25 @@ class Transformer:
             raise TypeError(f"name must be a string; got {type(self.name).__name__}")
         for p in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "experts",
                   "top_k"):
-            _int(p, getattr(self, p))
-        _int("shared_experts", self.shared_experts, minimum=0)
-        _int("dense_layers", self.dense_layers, minimum=0)
+            _store_int(self, p)
+        _store_int(self, "shared_experts", minimum=0)
+        _store_int(self, "dense_layers", minimum=0)
         for p in ("tied_embeddings", "bias", "learned_positions"):  # strict: "False" is truthy
             object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         if self.kv_heads is not None:
-            _int("kv_heads", self.kv_heads)
+            _store_int(self, "kv_heads")
             checks.divides("kv_heads", self.kv_heads, "heads", self.heads)
         if self.expert_ffn_hidden is not None:
-            _int("expert_ffn_hidden", self.expert_ffn_hidden)
+            _store_int(self, "expert_ffn_hidden")
         checks.choice("ffn_type", self.ffn_type, FFN_TYPES)
         if self.attention_head_dim is None:
             checks.divides("heads", self.heads, "hidden", self.hidden)
         else:
-            _int("attention_head_dim", self.attention_head_dim)
+            _store_int(self, "attention_head_dim")
         if self.top_k > self.experts:
             raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts} (a token "
                              f"cannot be routed to more experts than the layer has)")
-        _int("router_groups", self.router_groups)
+        _store_int(self, "router_groups")
         if self.router_groups > 1:
             checks.divides("router_groups", self.router_groups, "experts", self.experts)
             top = checks.number("router_group_topk", self.router_group_topk, integer=True,
@@ -243,9 +254,9 @@ class Layout:
 
     def __post_init__(self):
         for p in ("tp", "pp", "dp", "cp", "ep", "vpp", "microbatch"):
-            _int(p, getattr(self, p))
+            _store_int(self, p, maximum=checks.MAX_GPUS)
         if self.etp is not None:
-            _int("etp", self.etp)
+            _store_int(self, "etp", maximum=checks.MAX_GPUS)
         if self.dispatch_precision is not None:
             checks.choice("dispatch_precision", self.dispatch_precision, ("bf16", "fp8"))
         checks.number("routing_skew", self.routing_skew, minimum=1.0)
@@ -267,7 +278,7 @@ class Layout:
             checks.divides("etp * ep", self.etp * self.ep, "tp * dp * cp",
                            self.tp * self.dp * self.cp)
         if self.global_batch is not None:
-            _int("global_batch", self.global_batch)
+            _store_int(self, "global_batch", maximum=checks.MAX_EXACT_INT)
             checks.divides("microbatch * dp", self.microbatch * self.dp,
                            "global_batch", self.global_batch)
 

@@ -146,3 +146,14 @@ def test_deepseek_v3_and_seed_presets():
     assert preset("seed-13b").hidden == 5120  # seed 000: "hidden size 5120"
     assert round(preset("seed-13b").params / 1e9) == 13
     assert preset("seed-175b").layers == 96 and round(preset("seed-175b").params / 1e9) == 175
+
+
+def test_integral_floats_are_stored_as_ints_and_absurd_sizes_are_refused():
+    # a layout read from a CSV or JSON may carry 2.0; it names TP 2 and must print so
+    from companion.model import MAX_DIM, Layout, layout_text, preset
+    lay = Layout(tp=2.0, dp=4.0, global_batch=8.0)
+    assert layout_text(lay) == "TP2 PP1 DP4 mb1" and isinstance(lay.global_batch, int)
+    assert isinstance(preset("llama3-8b", hidden=4096.0).hidden, int)
+    # a hidden of 2**40 used to overflow int64 deep in the memory model
+    with pytest.raises(ValueError, match=f"hidden must be <= {MAX_DIM}"):
+        preset("llama3-8b", hidden=2 ** 40)
