@@ -33,13 +33,10 @@ ATTENTION_KERNELS = ("cudnn", "flash-attn-2")
 MAX_DIM = 2 ** 24
 
 
-def _int(param, value, minimum=1, maximum=MAX_DIM):
-    return checks.number(param, value, integer=True, minimum=minimum, maximum=maximum)
-
-
 def _store_int(obj, param, minimum=1, maximum=MAX_DIM):
     # an integral float (2.0) is stored as the int it names, so TP2.0 prints as TP2
-    object.__setattr__(obj, param, _int(param, getattr(obj, param), minimum, maximum))
+    object.__setattr__(obj, param, checks.number(param, getattr(obj, param), integer=True,
+                                                 minimum=minimum, maximum=maximum))
 
 
 @dataclass(frozen=True)

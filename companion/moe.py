@@ -291,10 +291,7 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     """
     checks.choice("dispatcher", dispatcher, DISPATCHERS)
     _check_pattern(size, stride, domain_gpus, world)
-    checks.number("experts", experts, integer=True, minimum=1)
-    checks.number("top_k", top_k, integer=True, minimum=1)
-    if top_k > experts:
-        raise ValueError(f"top_k={top_k} must be <= experts={experts}")
+    _experts_top_k(experts, top_k)
     checks.number("groups", groups, integer=True, minimum=1)
     if max_domains is not None:
         checks.number("max_domains", max_domains, integer=True, minimum=1)

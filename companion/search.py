@@ -197,18 +197,22 @@ def candidates(model, num_gpus: int, global_batch: int, *, max_tp: int | None = 
     return {key: cells.take(val) for key, val in X.items()}
 
 
+def _listed(opts) -> bool:
+    # a non-empty sequence of choices to try: a bare "full" or True is a likely slip for
+    # ("full",) or (True,), and iterating it would give a baffling message
+    return not isinstance(opts, str) and np.iterable(opts) and len(opts) > 0
+
+
 def _check_choices(recompute, sequence_parallel, zero, vpp):
     if not (isinstance(vpp, str) and vpp == "all"):
-        if isinstance(vpp, str) or not np.iterable(vpp) or not len(vpp):
+        if not _listed(vpp):
             raise TypeError(f"vpp must be 'all' or a sequence of interleaving degrees; got {vpp!r}")
         for v in vpp:
             checks.number("vpp", v, integer=True, minimum=1)
-    # each option is a non-empty list of choices to try: a bare "full" or True is a likely
-    # slip for ("full",) or (True,), and iterating it would give a baffling message
     for name, opts, example in (("recompute", recompute, "('none', 'full')"),
                                 ("sequence_parallel", sequence_parallel, "(False, True)"),
                                 ("zero", zero, "(0, 1)")):
-        if isinstance(opts, str) or not np.iterable(opts) or not len(opts):
+        if not _listed(opts):
             raise TypeError(f"{name} must be a non-empty sequence of choices to try, e.g. "
                             f"{example}; got {opts!r}")
         if len(set(opts)) < len(opts):
