@@ -595,27 +595,41 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
     return step_time_s * lo, step_time_s * hi, basis
 
 
-#: What a pair of published runs may differ in for :func:`paired_runs`.
-PAIR_FACTORS = ("gpu", "software")
+#: What a pair of published runs may differ in for :func:`paired_runs`: the GPU, the software
+#: stack (e.g. the FP8 recipe), or the publication (one release of one table, :func:`source`).
+PAIR_FACTORS = ("gpu", "software", "release")
+
+
+#: What makes two published runs the same run: model, every parallel degree, batch, precision.
+_RUN_KEYS = ("model", "tp", "pp", "cp", "dp", "ep", "vpp", "microbatch", "global_batch",
+             "precision")
+
+
+def _held_out_priced(calibration: Calibration) -> pd.DataFrame:
+    """The held-out runs, dense and MoE, with their publication (``release``, :func:`source`)
+    and the model's step (``predicted``)."""
+    runs = published_runs(True, None)
+    pred = validate(calibration, held_out=True, moe=None).set_index("run_id")
+    return runs.assign(release=[source(r) for _, r in runs.iterrows()],
+                       predicted=pred.loc[runs["run_id"], "predicted_step_time_s"].to_numpy())
 
 
 def paired_runs(differ: str = "gpu", calibration: Calibration = DEFAULT) -> pd.DataFrame:
     """Held-out published runs that are the same run but for one thing: same model, layout
     (every parallel degree, microbatch, global batch), precision and publication (one release
     of one table: :func:`source`), different ``differ``: ``"gpu"`` (e.g. DGX B200 against
-    GB200) or ``"software"`` (the stack, e.g. FP8 per-tensor current scaling against MXFP8 on
-    the same GPUs); ``same`` holds the other of the two. One row per pair, ``a`` before ``b``
-    in name order: the measured step of ``a`` over ``b``, the model's, and ``miss`` =
-    measured / model (above 1: ``a`` is slower against ``b`` than the model says). What no
-    single row shows: whether the model ranks two GPUs or two recipes the way the same
-    publisher measured them."""
+    GB200), ``"software"`` (the stack, e.g. FP8 per-tensor current scaling against MXFP8 on
+    the same GPUs) or ``"release"`` (the same GPUs and stack in two publications, e.g. two
+    releases of Megatron-Bridge's table); ``same`` holds the other factor (the GPU for
+    ``"release"``). One row per pair, ``a`` before ``b`` in name order: the measured step of
+    ``a`` over ``b``, the model's, and ``miss`` = measured / model (above 1: ``a`` is slower
+    against ``b`` than the model says). What no single row shows: whether the model ranks two
+    GPUs or two recipes the way the same publisher measured them, and how far one recipe moves
+    between releases."""
     checks.choice("differ", differ, PAIR_FACTORS)
-    runs = published_runs(True, None)
-    pred = validate(calibration, held_out=True, moe=None).set_index("run_id")
-    same = ["model", "tp", "pp", "cp", "dp", "ep", "vpp", "microbatch", "global_batch",
-            "precision", "release", "gpu", "software"]
-    same.remove(differ)
-    runs = runs.assign(release=[source(r) for _, r in runs.iterrows()])
+    runs = _held_out_priced(calibration)
+    pred = runs.set_index("run_id")["predicted"]
+    same = [*_RUN_KEYS, *(f for f in PAIR_FACTORS if f != differ)]
     rows = []
     for _, group in runs.groupby(same, sort=True):
         group = group.sort_values([differ, "run_id"]).drop_duplicates(differ)
@@ -623,8 +637,7 @@ def paired_runs(differ: str = "gpu", calibration: Calibration = DEFAULT) -> pd.D
             for j in range(i + 1, len(group)):
                 a, b = group.iloc[i], group.iloc[j]
                 meas = a["measured_step_time_s"] / b["measured_step_time_s"]
-                model = (pred.loc[a["run_id"], "predicted_step_time_s"]
-                         / pred.loc[b["run_id"], "predicted_step_time_s"])
+                model = pred.loc[a["run_id"]] / pred.loc[b["run_id"]]
                 rows.append({"model": a["model"], "release": a["release"],
                              "layout": layout_text(run_layout(a)),
                              "same": a["software" if differ == "gpu" else "gpu"], "a": a[differ],
@@ -633,6 +646,35 @@ def paired_runs(differ: str = "gpu", calibration: Calibration = DEFAULT) -> pd.D
                              "miss": meas / model})
     return pd.DataFrame(rows, columns=["model", "release", "layout", "same", "a", "b", "run_a",
                                        "run_b", "measured_ratio", "model_ratio", "miss"])
+
+
+def release_spread(calibration: Calibration = DEFAULT, tolerance: float = 0.005) -> pd.DataFrame:
+    """How far one recipe moves between publications: held-out runs grouped by model, layout,
+    precision, GPU and stack, published in two or more releases (:func:`source`), whose
+    predicted steps agree within ``tolerance`` (so no recorded recipe field, such as the CUDA
+    graph scope, tells them apart). One row per group: the releases, the measured steps'
+    spread (``spread_pct``, longest over shortest, minus one) and ``mean_dev_pct``, the mean
+    absolute deviation of the group's runs from their geometric mean. A model that knows only
+    the recipe prices every run of a group alike, so this is error no such model removes."""
+    checks.number("tolerance", tolerance, minimum=0.0)
+    runs = _held_out_priced(calibration)
+    rows = []
+    for _, group in runs.groupby([*_RUN_KEYS, "gpu", "software"], sort=True):
+        group = group.sort_values(["release", "run_id"]).drop_duplicates("release")
+        if len(group) < 2 or group["predicted"].max() > group["predicted"].min() * (1 + tolerance):
+            continue
+        step = group["measured_step_time_s"].to_numpy(dtype=float)
+        dev = step / np.exp(np.log(step).mean()) - 1
+        first = group.iloc[0]
+        rows.append({"model": first["model"], "gpu": first["gpu"], "software": first["software"],
+                     "precision": first["precision"], "layout": layout_text(run_layout(first)),
+                     "global_batch": int(first["global_batch"]), "releases": len(group),
+                     "runs": ", ".join(group["run_id"]),
+                     "spread_pct": 100 * (step.max() / step.min() - 1),
+                     "mean_dev_pct": 100 * np.abs(dev).mean()})
+    return pd.DataFrame(rows, columns=["model", "gpu", "software", "precision", "layout",
+                                       "global_batch", "releases", "runs", "spread_pct",
+                                       "mean_dev_pct"])
 
 
 #: The mechanisms in the order the chapter adds them, with reader-facing names.
@@ -669,7 +711,7 @@ def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["mechanism_table", "MECHANISM_STEPS", "paired_runs", "PAIR_FACTORS", "published_runs", "run_layout", "validate", "role", "source", "generation",
+__all__ = ["mechanism_table", "MECHANISM_STEPS", "paired_runs", "PAIR_FACTORS", "release_spread", "published_runs", "run_layout", "validate", "role", "source", "generation",
            "every_run", "run_stack", "pipeline_split", "run_estimate", "cross_validation", "fitted_gemm_in_training", "family_errors", "band",
            "band_table", "BANDS_CSV", "run_cluster", "ep_overlap_measured", "ep_overlap_ratio",
            "fitted_ep_overlap_hidden", "ep_overlap_grid", "ep_overlap_alone", "EP_OVERLAP_GRID",

@@ -369,6 +369,33 @@ def test_paired_runs_differ_in_one_thing_and_read_the_sources_ratios():
         V.paired_runs("layout")
 
 
+def test_release_pairs_and_spread_read_the_sources_figures():
+    rel = V.paired_runs("release")
+    runs = V.published_runs(True, None).set_index("run_id")
+    for _, p in rel.iterrows():
+        a, b = runs.loc[p["run_a"]], runs.loc[p["run_b"]]
+        assert a["gpu"] == b["gpu"] == p["same"] and a["software"] == b["software"]
+        assert V.source(a) == p["a"] != p["b"] == V.source(b)
+    # Megatron-Bridge's page (df0289c), Llama 3.1 405B on 128 B200, TP4 PP8 CP2 VP8: FP8-CS
+    # 664 tokens/s/GPU in 25.09 and 661 in 25.11; MXFP8 622 and 624
+    spread = V.release_spread().set_index(["model", "gpu", "software", "layout"])
+    cs = spread.loc[("llama3-405b", "B200", "megatron-bridge", "TP4 PP8 DP2 CP2 VPP8 mb1")]
+    mx = spread.loc[("llama3-405b", "B200", "megatron-bridge-mxfp8", "TP4 PP8 DP2 CP2 VPP8 mb1")]
+    assert cs["releases"] == mx["releases"] == 2
+    assert cs["spread_pct"] == pytest.approx(100 * (664 / 661 - 1), rel=1e-6)
+    assert mx["spread_pct"] == pytest.approx(100 * (624 / 622 - 1), rel=1e-6)
+    # steps go as 1 / (tokens/s); each deviates from their geometric mean by sqrt of the ratio
+    r = (664 / 661) ** 0.5
+    assert cs["mean_dev_pct"] == pytest.approx(100 * ((r - 1) + (1 - 1 / r)) / 2, rel=1e-6)
+    # a group is one recipe as far as the model can tell: every run priced alike
+    pred = V.validate(held_out=True, moe=None).set_index("run_id")["predicted_step_time_s"]
+    for ids in spread["runs"]:
+        p = pred.loc[ids.split(", ")]
+        assert p.max() <= p.min() * 1.005
+    with pytest.raises(ValueError, match="tolerance"):
+        V.release_spread(tolerance=-1)
+
+
 def test_tflops_only_rows_convert_with_the_sources_own_flop_count():
     # Megatron-Bridge prints DeepSeek-V3 in TFLOP/s and tokens/s: their ratio is the FLOPs per
     # token Megatron's counter gives with the MTP layer (about 260 G at 4,096 tokens), and the
