@@ -503,6 +503,10 @@ def family_errors(by=("generation",), calibration: Calibration = DEFAULT) -> pd.
 BAND_MIN_ROWS = 3
 BAND_QUANTILES = (0.10, 0.90)  # with BAND_QUANTILE_ROWS rows or more; fewer: min and max
 BAND_QUANTILE_ROWS = 10
+# a family's band needs runs from this many publications: one table's runs share its stack,
+# system and release, so their spread says how consistent that table is, not how far the model
+# is off on a new one (the twelve H100 BF16 runs, all DGX Cloud's, span 6%)
+BAND_MIN_SOURCES = 2
 
 
 def _gpu_keys(names) -> list:
@@ -518,18 +522,20 @@ def _computed_band(key: str, gen: str, precision: str,
     mine = same[(np.array(_gpu_keys(same["gpu"])) == key) & (same["precision"] == precision)]
     # each candidate with the fewest runs it needs: a GPU's own runs set its band only with
     # enough of them for the percentiles, since a few runs of one GPU would give a band
-    # narrower than its generation's spread says it should be
+    # narrower than its generation's spread says it should be; and every candidate needs
+    # runs from BAND_MIN_SOURCES publications
+    runs = f"{BAND_MIN_ROWS}+ runs from {BAND_MIN_SOURCES}+ publications"
     for label, rows, need in (
             (f"{hardware.gpu(key).name} {precision} {family}", mine, BAND_QUANTILE_ROWS),
             (f"{gen} {precision} {family}",
              same[(same["generation"] == gen) & (same["precision"] == precision)],
              BAND_MIN_ROWS),
-            (f"{gen} {family}, every precision (no {precision} family of {BAND_MIN_ROWS}+ "
-             f"runs)", same[same["generation"] == gen], BAND_MIN_ROWS),
-            (f"{gen}, dense and MoE (no {family} family of {BAND_MIN_ROWS}+ runs)",
+            (f"{gen} {family}, every precision (no {precision} family of {runs})",
+             same[same["generation"] == gen], BAND_MIN_ROWS),
+            (f"{gen}, dense and MoE (no {family} family of {runs})",
              cv[cv["generation"] == gen], BAND_MIN_ROWS)):
         r = rows["ratio"]
-        if len(r) >= need:
+        if len(r) >= need and rows["source"].nunique() >= BAND_MIN_SOURCES:
             if len(r) >= BAND_QUANTILE_ROWS:
                 lo, hi = r.quantile(list(BAND_QUANTILES))
                 how = f"{BAND_QUANTILES[0]:.0%}-{BAND_QUANTILES[1]:.0%} of"

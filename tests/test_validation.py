@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from companion import hardware
 from companion import validation as V
 from companion.calibration import DEFAULT, MECHANISMS, Calibration
 from companion.machine import STACKS, Cluster, cluster, domain_fill
@@ -101,6 +102,31 @@ def test_a_family_without_runs_says_so_and_is_never_narrower():
     assert e.step_time_low_s < e.step_time_s < e.step_time_high_s
     # a precision without 3 runs borrows its generation's runs and says so
     assert "every precision" in V.band("B200", "bf16", 1.0)[2]
+
+
+def test_a_band_needs_runs_from_two_publications(cv):
+    # the twelve H100 BF16 dense runs are all DGX Cloud's (one stack, one system): their
+    # spread is that table's consistency, so the band is the Hopper dense family's
+    bf16 = cv[(cv["gpu"] == "H100 SXM") & (cv["precision"] == "bf16") & (cv["moe"] == "dense")]
+    assert len(bf16) >= V.BAND_QUANTILE_ROWS and bf16["source"].nunique() == 1
+    hopper = cv[(cv["generation"] == "NVIDIA Hopper") & (cv["moe"] == "dense")]["ratio"]
+    lo, hi, basis = V.band("H100", "bf16", 1.0)
+    assert (lo, hi) == pytest.approx(tuple(hopper.quantile([0.1, 0.9])))
+    assert "every precision" in basis and "2+ publications" in basis
+    assert hi / lo > bf16["ratio"].max() / bf16["ratio"].min()
+    # every band drawn from runs names a family with runs of two or more publications
+    for basis in V.band_table()["basis"]:
+        assert "guess" in basis or "publications" in basis or _sources(cv, basis) >= 2
+
+
+def _sources(cv, basis):
+    """Publications among the runs a band's basis names: '(<GPU or generation> <precision>
+    <family>)'."""
+    name, precision, family = basis.split("(", 1)[1].rstrip(")").rsplit(" ", 2)
+    names = np.array([hardware.gpu(g).name for g in cv["gpu"]])
+    rows = cv[(cv["precision"] == precision) & (cv["moe"] == family)
+              & ((names == name) | (cv["generation"] == name))]
+    return rows["source"].nunique()
 
 
 def test_hfu_counts_executed_flops_and_is_at_least_mfu():
