@@ -441,3 +441,16 @@ def test_tflops_only_rows_convert_with_the_sources_own_flop_count():
         step = (r["global_batch"] * 4096 * r["source_gflops_per_token"] * 1e9
                 / (r["num_gpus"] * r["measured_tflops_per_gpu"] * 1e12))
         assert r["step_time_derived"] and r["measured_step_time_s"] == pytest.approx(step)
+
+
+def test_the_chapters_band_chart_gives_each_run_its_familys_band():
+    # an MoE run is judged against the MoE band of its GPU and precision, not the dense one
+    from companion.explore.parallelism import band_frame
+    frame = band_frame().set_index("run_id")
+    for moe in (True, False):
+        row = frame[frame["moe"] == ("MoE" if moe else "dense")].iloc[0]
+        lo, hi, _ = V.band(row["gpu"], row["precision"], row["predicted_step_time_s"], moe=moe)
+        assert (row["predicted_low_s"], row["predicted_high_s"]) == pytest.approx((lo, hi))
+    moe_row = frame[frame["moe"] == "MoE"].iloc[0]
+    dense = V.band(moe_row["gpu"], moe_row["precision"], moe_row["predicted_step_time_s"])
+    assert dense[:2] != pytest.approx((moe_row["predicted_low_s"], moe_row["predicted_high_s"]))

@@ -275,11 +275,11 @@ def seed_claims() -> pd.DataFrame:
 
 def band_frame() -> pd.DataFrame:
     """Every published run with the model's prediction and the band it would print
-    (:func:`companion.validation.band` for the run's GPU and precision), from
+    (:func:`companion.validation.band` for the run's GPU, precision and family), from
     :func:`companion.validation.cross_validation`."""
     cv = cross_validation()
-    lo, hi = zip(*(band(g, p, s)[:2] for g, p, s in zip(
-        cv["gpu"], cv["precision"], cv["predicted_step_time_s"])))
+    lo, hi = zip(*(band(g, p, s, moe=m == "MoE")[:2] for g, p, s, m in zip(
+        cv["gpu"], cv["precision"], cv["predicted_step_time_s"], cv["moe"])))
     return cv.assign(predicted_low_s=lo, predicted_high_s=hi)
 
 
