@@ -3,9 +3,10 @@ uncertainty.
 
 :func:`published_runs` reads ``data/published_runs.csv``; :func:`validate` prices every row with
 :func:`companion.estimator.price`. Which rows set which constant is explicit: :func:`role` says
-``fit`` (Korthikanti et al. 2022, Table 5: the one fitted constant, ``gemm_in_training``),
-``check`` (Narayanan et al. 2021, Table 1: predicted with the fitted value, never used to set
-it) or ``held out`` (everything later: no constant was set on them).
+``fit`` (Korthikanti et al. 2022, Table 5: the one fitted constant, ``gemm_in_training``; and
+the four H100 runs of :data:`EP_OVERLAP_PAIRS`, which set ``ep_overlap_hidden``), ``check``
+(Narayanan et al. 2021, Table 1: predicted with the fitted value, never used to set it) or
+``held out`` (everything else: no constant was set on them).
 :func:`cross_validation` refits the fitted constant with each source left out in turn and
 predicts that source; :func:`band` turns the cross-validated errors of the matching family
 (the GPU, or its generation where it has fewer than ten runs, and precision) into a low-high
@@ -55,8 +56,9 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
     else column ``flop_convention``: Narayanan et al.'s formula for their rows,
     :func:`companion.steptime.model_flops_per_token` for the others.
     ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs (True, the
-    chapter "Expert parallelism" validates them) or both (None); every MoE run is held out,
-    and :func:`cross_validation` never fits a constant on one.
+    chapter "Expert parallelism" validates them) or both (None); every MoE run but the four
+    expert-overlap fitting runs is held out (the four come with ``held_out=False, moe=True``
+    or ``moe=None``), and :func:`cross_validation` never fits ``gemm_in_training`` on one.
     """
     if not isinstance(held_out, bool):
         raise TypeError(f"held_out must be True or False; got {held_out!r}")
@@ -366,7 +368,8 @@ def _cross_validation(calibration: Calibration) -> pd.DataFrame:
     # the production prediction (the fitting subset's constant), next to the folds'
     out["predicted_step_time_s"] = lin["a"] + lin["b"] / calibration.gemm_in_training
     out["error_pct"] = 100 * (out["predicted_step_time_s"] / out["measured_step_time_s"] - 1)
-    # MoE runs are held out from every constant: no fold fits on them
+    # no fold fits gemm_in_training on an MoE run (the four expert-overlap fitting runs set
+    # ep_overlap_hidden, which no fold refits: their residuals are in-sample, and bands skip them)
     dense = lin["moe"] == "dense"
     for src in lin["source"].unique():
         mask = lin["source"] == src
@@ -518,6 +521,7 @@ def _gpu_keys(names) -> list:
 def _computed_band(key: str, gen: str, precision: str,
                    family: str = "dense") -> tuple[float, float, str]:
     cv = _cross_validation(DEFAULT)
+    cv = cv[~cv["run_id"].isin(EP_OVERLAP_FITTING)]  # in-sample: no fold refits their constant
     same = cv[cv["moe"] == family]
     mine = same[(np.array(_gpu_keys(same["gpu"])) == key) & (same["precision"] == precision)]
     # each candidate with the fewest runs it needs: a GPU's own runs set its band only with
@@ -699,7 +703,7 @@ MECHANISM_STEPS = (
 def mechanism_table(calibration: Calibration = DEFAULT) -> pd.DataFrame:
     """What each mechanism does to the validation: starting with every mechanism of
     :data:`MECHANISM_STEPS` switched off (``Calibration.off``), each row adds one and reports
-    the held-out runs' mean signed and mean absolute error and the worst, and the two A100
+    the held-out dense runs' mean signed and mean absolute error and the worst, and the two A100
     tables' mean absolute error (Korthikanti's worst too). Constants are not refitted."""
     rows, off = [], set(name for name, _ in MECHANISM_STEPS)
     for name, label in (("", "none of them"),) + MECHANISM_STEPS:

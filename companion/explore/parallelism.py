@@ -181,8 +181,9 @@ DOMAIN_CHART = dict(x="tp:Q", y="step_time_s:Q", color="system:N", mark="line", 
 
 # -- predicted against measured --------------------------------------------------------------------
 def validation_frame(held_out: bool = False) -> pd.DataFrame:
-    """:func:`companion.parallel.validate`, one row per published run, with a ``source``
-    label: the paper's table, or for the held-out runs the software release."""
+    """:func:`companion.parallel.validate`, one row per published dense run (the fitting
+    and check tables, or the held-out runs), with a ``source`` label: the paper's table, or
+    for the held-out runs the software release."""
     v = validate(held_out=held_out)
     if held_out:  # "Megatron-Bridge 25.11 DGX-B200" -> "Megatron-Bridge 25.11 (held out)"
         return v.assign(source=v["table"].str.rsplit(" ", n=1).str[0] + " (held out)")
@@ -213,7 +214,7 @@ def validation_chart(frame: pd.DataFrame):
         color=alt.Color("source:N", legend=alt.Legend(orient="bottom")),
         tooltip=["run_id", "measured_step_time_s", "predicted_step_time_s", "error_pct"])
     return (line + pts).properties(width=420, height=380,
-                                   title="Predicted against measured, every published run")
+                                   title="Predicted against measured, published dense runs")
 
 
 # -- search ---------------------------------------------------------------------------------------
