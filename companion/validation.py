@@ -295,13 +295,16 @@ def role(row) -> str:
 
 def source(row) -> str:
     """The publication a row comes from, the unit of leave-one-source-out cross-validation:
-    a paper's table, or one release of a framework's performance table."""
+    a paper's table, one release of a framework's performance table, one MLPerf Training
+    round, or one pull request."""
     table = str(row["table"])
     if table.startswith("Table"):
         return f"{str(row['run_id']).split('_')[0]} {table}"
     if table.startswith("dgxc"):
         return "DGX Cloud benchmarking recipes"
-    return " ".join(table.split()[:2])
+    # "MLPerf Training v5.1 405B" -> its round; "Megatron-Bridge PR 1760 DGX-B200" -> its PR
+    words = 3 if table.startswith(("MLPerf Training", "Megatron-Bridge PR")) else 2
+    return " ".join(table.split()[:words])
 
 
 def generation(gpu) -> str:
