@@ -169,8 +169,7 @@ def collective_time_s(op: str, size_bytes, n, bandwidth_Bps: float, latency_s: f
     nf = np.asarray(n, dtype=np.float64)
     if op == "send_recv":
         t = a + s / b + 0.0 * nf
-        return _out(t, scalar and np.ndim(n) == 0)
-    if algorithm == "ring" and op == "all_reduce":
+    elif algorithm == "ring" and op == "all_reduce":
         t = 2 * (nf - 1) * a + 2 * (nf - 1) / nf * s / b
     elif algorithm == "tree":
         depth = np.ceil(np.log2(np.maximum(nf, 1)))

@@ -188,9 +188,9 @@ def cross_domain_ring(cl: Cluster, gpus: int, size_bytes: float) -> CrossDomainR
     (:func:`companion.fabric.flat_all_reduce_time_s`): the ring leaves the scale-up fabric on
     one hop per domain, and NCCL spreads its channels over every rail, so each GPU's share
     crosses at the domain's total NIC bandwidth, ``g x`` a GPU's NICs (8 x 50 GB/s = 400 GB/s
-    per GPU on DGX B200), not one NIC's. ``slowdown`` is the all-reduce time of
-    ``size_bytes`` over the same ring inside one domain that holds all ``gpus``, latency
-    (NCCL's tuning model) included."""
+    per GPU on DGX B200), not one NIC's. ``slowdown`` is a ratio: this ring's all-reduce time
+    of ``size_bytes`` over the same ring's time inside one domain that holds all ``gpus``,
+    latency (NCCL's tuning model) included in both."""
     from companion import fabric  # fabric is a leaf module; imported here to keep machine light
 
     if not isinstance(cl, Cluster):

@@ -147,9 +147,9 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
     ``gemm_input_bytes`` is what each linear layer keeps of its input for the weight gradient:
     2 in 16-bit training, 1 in FP8 or FP4, where Transformer Engine keeps the quantized copy
     (``transformer_engine/pytorch/module/linear.py`` @3ec87875: ``saved_inputmat = inputmat``
-    after quantizing it, column-wise usage only). Four of the 34 sbh are such inputs (QKV, MLP,
-    projection) plus the second MLP input; attention's Q, K, V, the activation function's
-    input and the norms' inputs stay 16-bit. NVFP4's 4-bit copies are counted at FP8's byte.
+    after quantizing it, column-wise usage only). Fourteen of the 34 sbh are such inputs (QKV
+    and first MLP inputs 4, projection input 2, second MLP input 8 at an MLP width of 4h);
+    attention's Q, K, V, the activation function's input and the norms' inputs stay 16-bit. NVFP4's 4-bit copies are counted at FP8's byte.
     """
     if not isinstance(dropout, bool):
         raise TypeError(f"dropout must be True or False; got {dropout!r}")

@@ -408,10 +408,12 @@ def router_bytes(tokens, experts: int, top_k: int, tp=1):
 EXPERT_GEMMS = (2, 4)
 
 
-def expert_loop_s(local_experts) -> float:
-    """Time per local expert GEMM that the expert loop adds beyond the GEMM itself, seconds.
-    Transformer Engine's ``GroupedLinear`` (Megatron-Core's grouped GEMM) runs an MoE layer's
-    experts as one cuBLASLt GEMM per expert spread over CUDA streams (TE PR 853, "Grouped
+def expert_loop_s(local_experts) -> tuple:
+    """Forward and backward seconds that the expert loop adds per MoE layer and microbatch
+    beyond the GEMMs themselves: 25 us per local expert GEMM (``EXPERT_GEMMS`` of them per
+    expert, forward and backward). Transformer Engine's ``GroupedLinear`` (Megatron-Core's
+    grouped GEMM) runs an MoE layer's experts as one cuBLASLt GEMM per expert spread over
+    CUDA streams (TE PR 853, "Grouped
     GEMM via multi-stream cuBLAS"); TE PR 3134 measured that loop on SM100 at 0.267 ms for 8
     experts of 128 tokens (N = K = 2048) where one CUTLASS launch of the same GEMMs takes
     0.069 ms: (0.267 - 0.069) / 8 = 25 us per expert GEMM (the two rows of kind

@@ -340,8 +340,8 @@ _EXPOSED = ("recompute_s", "launch_s", "moe_sync_s", "overlap_slowdown_s", "tp_e
 
 
 def compact(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
-    """The planner's table: one row per distinct price (layouts whose step time and memory
-    agree to four figures collapse into one, ``same`` counting the others), with the layout
+    """The planner's table: one row per distinct price (layouts whose step times agree to
+    0.1 ms and memory to 0.1 GB collapse into one, ``same`` counting the others), with the layout
     as one string, step time and band, MFU, tokens/s per GPU, memory and the two largest
     exposed costs."""
     checks.number("top", top, integer=True, minimum=1)
@@ -408,7 +408,8 @@ def main(argv=None) -> int:
     p.add_argument("--gpu", required=True, help="GPU name, e.g. H100")
     p.add_argument("--gpus", required=True, help=f"number of GPUs (1 to {MAX_GPUS:,})")
     p.add_argument("--global-batch", required=True, help="sequences per step")
-    p.add_argument("--top", default="5", help="distinct layouts to show (default 5)")
+    p.add_argument("--top", default="5", help="distinct layouts in the table (default 5); with --json, the first "
+                   "rows")
     p.add_argument("--system", default=None, help="system name, e.g. 'GB200 NVL72'")
     p.add_argument("--software", default="megatron-core", help="megatron-core, megatron-bridge, "
                    "megatron-bridge-mxfp8 or megatron-2022")

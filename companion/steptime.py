@@ -333,8 +333,11 @@ ROPE_BYTES = 4
 CE_BYTES = {True: 6, False: 52}
 # Kernels per layer and microbatch of a Megatron-Core layer with Transformer Engine, forward:
 # two norms, four GEMMs, RoPE, attention, SwiGLU/GeLU, two bias-dropout-adds, one spare for
-# the TP collectives' launches; the backward pass runs two GEMMs per linear layer and the
-# backward of every other kernel. FP8/FP4 add a cast per GEMM input (forward) and a cast and
+# the TP collectives' launches. Backward, twice that, an approximate count: eight GEMMs (dgrad
+# and wgrad per linear layer), two kernels per norm (input gradient, weight-gradient
+# reduction), three for fused attention (the dO.O pre-pass, the main kernel, the dQ
+# conversion), two for RoPE (Q and K), one each for SwiGLU and the two bias-dropout-adds, two
+# residual-gradient adds and two spares for the collectives. FP8/FP4 add a cast per GEMM input (forward) and a cast and
 # transpose per gradient (backward); current scaling an amax reduction before each cast.
 KERNELS_PER_LAYER = (12, 24)
 CAST_KERNELS_PER_LAYER = (4, 8)
@@ -351,11 +354,13 @@ def _one_skew(X) -> float:
 
 def step_arrays(model, gpu, cl, cal, st, precision, X):
     """Step-time breakdown (seconds, arrays) for arrays of layouts ``X`` (keys tp, pp, dp,
-    cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes). See the module docstring."""
+    cp, ep, vpp, mb, m, sp, rc, zero, stage_layers, grad_bytes, and dense_params and
+    expert_params from the memory model; optional etp, skew, fp8_dispatch, embed_loss). See
+    the module docstring."""
     g = gpu if gpu.sm_count is not None else _NoWaves(gpu)
     t, p, d, c, e, v, mb, m = (X[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "m"))
     sp, rc, lst = X["sp"].astype(bool), X["rc"], X["stage_layers"]
-    # kernels depend on (tp, microbatch, cp, ep) only: priced once per distinct shape
+    # kernels depend on (tp, microbatch, cp, ep, etp) only: priced once per distinct shape
     et, skew = X.get("etp", t), _one_skew(X)
     shape = np.broadcast_shapes(t.shape, mb.shape, c.shape, e.shape, et.shape)
     keys = [np.broadcast_to(k, shape).ravel() for k in (t, mb, c, e, et)]

@@ -114,6 +114,8 @@ def test_other_formulas():
     sharp = comm.collective_time_s("all_reduce", s, 4, bw, a, "sharp")
     assert sharp == pytest.approx(2 * a + s / bw)
     assert comm.collective_time_s("all_reduce", s, 1, bw, a) == 0.0
+    # one rank communicates nothing, a send to itself included
+    assert comm.collective_time_s("send_recv", s, 1, bw, a) == 0.0
 
 
 def test_vectorised_over_sizes_and_ranks():
