@@ -6,7 +6,8 @@ follow their published recipes:
 - ``mxfp8_e4m3``, ``mxfp8_e5m2``, ``mxfp6_e3m2``, ``mxfp6_e2m3``, ``mxfp4``: OCP Microscaling
   Formats (MX) Specification v1.0 (2023), section 6.3. Blocks of 32 along ``axis`` share an
   E8M0 scale. ``scale_rule="floor"`` is the spec's X = 2^(floor(log2(amax)) - emax_elem): a
-  block maximum above the element format's max (480 in E4M3) saturates. ``scale_rule="up"`` is
+  block maximum above the element format's max saturates (448 in E4M3: values that round past
+  it, above 464, clip). ``scale_rule="up"`` is
   TransformerEngine's X = 2^ceil(log2(amax * (1/max_elem))), the PTX conversion
   ``cvt.rp.satfinite.ue8m0x2.f32`` of ``float_to_e8m0`` in transformer_engine/common/util/ptx.cuh
   (the rule NVIDIA's MXFP8 pretraining paper, arXiv:2506.08027, adopts): nothing saturates.

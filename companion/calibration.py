@@ -3,7 +3,7 @@
 :mod:`companion.parallel` computes a training step from first principles (FLOPs, bytes,
 alpha-beta collectives); what physics does not give is how close real kernels and real NCCL
 get to the datasheet. Those fractions are below. They are properties of a kernel class or a
-link, never of a particular training run: the same five numbers serve every model, layout and
+link, never of a particular training run: the same constants serve every model, layout and
 GPU, so an error on an unseen run points at a missing mechanism, not at a knob to turn.
 
 How the values were set. Each has a physical range from measurements; within that range
@@ -106,8 +106,9 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   to 131,072 tokens; GB300 9.19.1, 64 query heads, 2,048 to 32,768 tokens, from the run that
   measured GB200 with the same release, which puts GB300 1.1-1.4x ahead of GB200 where the
   older 9.13.1 PyTorch-SDPA records had it behind) and interpolates in sequence length. On
-  Blackwell the backward pass reaches 0.42-0.62 of the BF16 peak, below the 0.60 fallback it
-  had before those records at every length but GB300's longest. Two caveats, neither priced.
+  Blackwell the backward pass reaches 0.42-0.62 of the BF16 peak from 8K tokens on (less at
+  shorter sequences: 0.06 on B200 at 512), below the 0.60 fallback it had before those records
+  at every length but GB300's longest. Two caveats, neither priced.
   The records mix cuDNN releases, and on B200 the release matters (9.10.2 to 9.13.1 gained
   8-15% forward at 4K-16K tokens in the same benchmark), while GB200's curve stays within 3%
   from 9.17 to 9.26; and the B200 ones go through PyTorch's SDPA, where the same release called
@@ -505,9 +506,9 @@ def checked(calibration) -> Calibration:
 
 def sustained_fraction(gpu, precision: str, calibration: Calibration | None = None) -> float:
     """What a training step's GEMMs sustain relative to the burst model (``gemm_in_training``
-    x :func:`gemm_peak_fraction`, with tile and wave quantization): the published
-    back-to-back GEMM time at a model's shapes over the burst model's time for the same
-    shapes, for this GPU or its architecture family; 1.0 (and the table says so) where no
+    x :func:`gemm_peak_fraction`, with tile and wave quantization): the burst model's time
+    for a model's shapes over the published back-to-back GEMM time at those shapes, for this
+    GPU or its architecture family; 1.0 (and the table says so) where no
     such record exists. Below 1 where power and clocks, not the tensor cores, set the pace."""
     g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration

@@ -15,7 +15,7 @@ disagree and which value the row takes). Conventions, fixed by the column names:
   fit is checked against :attr:`GPU.usable_hbm_bytes` (the visible figure where published).
 - ``data/hardware/gpu_details.csv`` adds per GPU: the driver-visible capacity, the last-level
   cache (NVIDIA's L2, AMD's Infinity Cache) and ``unverified``, the fields whose value comes
-  only from secondary copies (B300's 1,100 W and 160 SMs): :meth:`GPU.is_verified` says so.
+  only from secondary copies (B300's 160 SMs): :meth:`GPU.is_verified` says so.
 
 Names are forgiving: case, spaces, dashes, underscores and brackets are ignored and each row
 has aliases, so ``gpu("H100")``, ``gpu("h100-sxm")`` and ``gpu("H100 SXM5")`` are one product.
@@ -147,8 +147,8 @@ class GPU:
 
     FLOP/s come from ``peak_flops``; bandwidths are bytes/s; ``scaleup_Bps`` is the GPU's
     scale-up (NVLink / Infinity Fabric) bandwidth per direction, None where unverified.
-    ``hbm_Bps`` and ``tdp_w`` are None where no document gives them (H200 NVL's tensor peaks,
-    GH200's module power); methods that need them raise. The fields after ``sparse`` come from
+    ``hbm_Bps`` and ``tdp_w`` are None where no document gives them (GH200's module power);
+    methods that need them raise. The fields after ``sparse`` come from
     ``gpu_details.csv`` and default to unknown, so a spec built by hand needs none of them.
     """
 

@@ -22,7 +22,7 @@ bound): kernel launch latency (``overhead_s``), pipeline fill for short K, split
 stream-K schedules.
 
 HBM is not the only memory level. A working set that fits in the last-level cache (NVIDIA's L2,
-50 MB on an H100 and 126.5 MiB on a B200; AMD's 256 MB Infinity Cache on MI300X) is read from
+50 MiB on an H100 and 126.5 MiB on a B200; AMD's 256 MiB Infinity Cache on MI300X) is read from
 there when the cache is warm, as in any loop that times one kernel without flushing:
 :func:`cached_roofline_time` prices that case. NVIDIA publishes no L2 bandwidth, so with a warm
 cache and no ``cache_Bps`` the compute roof is the only bound it can state (a lower bound on
@@ -353,7 +353,7 @@ class GemmEfficiency:
     sm_count: int
     waves: int
     tile_efficiency: float  # useful outputs / outputs computed in whole tiles
-    wave_efficiency: float  # tiles / (waves x SMs): SM slots used
+    wave_efficiency: float  # tiles / (waves x tile slots: SMs, or SM pairs for 2-SM tiles)
     efficiency: float  # product of the two
 
 
@@ -528,7 +528,7 @@ def seed_ffn_gemm(gpu, dtype: str = "bf16", **kwargs) -> GemmEstimate:
     With the H100 SXM datasheet figures (132 SMs, 989.4 TFLOP/s BF16 dense, 3.35 TB/s) it
     has 128 tiles of 128x128 (one wave, 97% of SMs busy) and an intensity of 241 FLOP/byte,
     below the ridge point of 295: HBM-bound if its operands come from HBM, so this HBM-only
-    roofline caps it at about 82% of peak. But its 8.9 MB working set fits the 50 MB L2 (and
+    roofline caps it at about 82% of peak. But its 8.9 MB working set fits the 50 MiB L2 (and
     B200's 126.5 MiB), so a loop that times it without flushing reads from L2: see
     :func:`cached_roofline_time`, which finds it compute-bound at about 2.2 microseconds on
     H100 and 1 on B200, times so short that a kernel's fixed costs (launch, fill) set its pace.
