@@ -7,8 +7,9 @@ prices the run with :mod:`companion.power`: every GPU at its TDP (or a measured 
 GPU's share of its node's or rack's nameplate power for CPUs, NICs and fans, and a PUE at the
 meter. Every figure therefore inherits the step-time model's validation: each outcome carries
 the step-time band of :func:`companion.validation.band` (the cross-validated spread of
-published runs of the same GPU or generation and precision), and the days, GPU-hours and energy
-scale with it (``days_low``, ``days_high``).
+published runs of the same GPU or generation and precision), and the days carry it
+(``days_low``, ``days_high``); GPU-hours and energy scale the same way but are given at the
+model's step only.
 """
 from __future__ import annotations
 

@@ -73,7 +73,8 @@ def verdict_of(findings) -> str:
 
 
 def validate(entry) -> dict:
-    """Check one catalogue entry (keys, enums, types); return it or raise ValueError."""
+    """Check one catalogue entry (keys, enums, types); return it, or raise TypeError (not a
+    mapping) or ValueError."""
     if not isinstance(entry, dict):
         raise TypeError(f"a claim must be a mapping; got {type(entry).__name__}")
     name = entry.get("id", "<no id>")

@@ -426,7 +426,8 @@ OUTLIER_LR = 2e-3
 
 def sweep_jobs(experiment: str, seeds=SEEDS, steps: int = STEPS) -> list[Job]:
     """The jobs of ``experiment``: ``"lr"`` (experiment 1), ``"outliers"`` (experiment 2) or
-    ``"smoke"`` (two recipes, two rates, a few steps: what CI runs)."""
+    ``"smoke"`` (two recipes, two rates: what CI runs, with the command line's few steps; from
+    Python the ``steps`` argument, ``STEPS`` by default)."""
     checks.choice("experiment", experiment, SWEEPS)
     seeds = [checks.number("seed", s, integer=True, nonnegative=True) for s in seeds]
     if not seeds:

@@ -69,8 +69,8 @@ def _llc_bytes(device: str) -> int:
 
 def default_sizes(device: str = "cpu", quick: bool = False) -> list[int]:
     """Array sizes in bytes: from in-cache (16 KiB CPU, 1 MiB GPU) to 8x (CPU) or 32x (GPU)
-    the last-level cache, doubling; ``quick`` keeps four points (a quarter of L2, half the
-    LLC, 2x and 8x the LLC). The smallest sizes measure per-call overhead (microseconds
+    the last-level cache, doubling; ``quick`` keeps four points (4 MiB on a GPU or a quarter
+    of L2 on a CPU, half the LLC, 2x and 8x the LLC). The smallest sizes measure per-call overhead (microseconds
     for a torch call) as much as bandwidth."""
     llc = _llc_bytes(device)
     lo, hi = (2 ** 20, max(32 * llc, 2 ** 30)) if device == "cuda" else (16 * 2 ** 10, 8 * llc)

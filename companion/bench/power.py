@@ -3,7 +3,7 @@
 The method: run a large matmul (the operands of :mod:`companion.bench.gemm`) continuously for
 ``seconds``, sample the board power with ``nvidia-smi --query-gpu=power.draw -lms`` on the side,
 drop the first ``settle_s`` of samples (clocks and power ramp up), and report the median
-power, the FLOP/s over the whole loop and the energy per FLOP. This is the measurement behind
+power, the FLOP/s over the whole loop and the FLOP per joule. This is the measurement behind
 the power chapter's question: how close to its TDP does a GPU run, and what does that buy. It
 needs an NVIDIA GPU and ``nvidia-smi``; elsewhere it says so and runs nothing.
 

@@ -6,7 +6,8 @@ Every answer asks the hardware registry; the one published measurement used (Meg
 from .. import hardware, roofline, units
 from ..exercises import Exercise, register
 
-#: Model FLOP/s per A100 of the 1T-parameter GPT in Narayanan et al. 2021, "Efficient
+#: FLOP/s per A100 of the 1T-parameter GPT in Narayanan et al. 2021 (their count,
+#: 96 B s l h^2 (1 + s/6h + V/16lh), includes the recomputed forward pass), "Efficient
 #: Large-Scale Language Model Training on GPU Clusters Using Megatron-LM" (SC21), abstract and
 #: Table 1 (3072 GPUs), https://arxiv.org/abs/2104.04473 . The chapter's table
 #: (companion.explore.hardware.MEGATRON_1T) reads it from here, so that loading the exercises
@@ -43,8 +44,8 @@ register(Exercise(
     question="Megatron-LM trained a 1T-parameter GPT at 163 TFLOP/s per A100 (Narayanan et al. "
              "2021). What fraction of the A100's peak is that, with the right denominator?",
     answer=lambda: MEGATRON_1T_FLOPS / _gpu("A100").peak_flops("fp16"),
-    why="MFU divides by the dense fp16/bf16 peak (312 TFLOP/s), not the 624 TFLOP/s sparse "
-        "headline; give a fraction (0.5 means 50%).",
+    why="Utilisation divides by the dense fp16/bf16 peak (312 TFLOP/s), not the 624 TFLOP/s "
+        "sparse headline; give a fraction (0.5 means 50%).",
     rel_tol=0.02, unit=""))
 
 register(Exercise(

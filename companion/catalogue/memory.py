@@ -76,7 +76,7 @@ register(Exercise(
 register(Exercise(
     id="mem-seed-l2-share", chapter="memory",
     question="The seeds' 512 x 4096 x 512 BF16 GEMM reads A and B and writes C once. What "
-             "fraction of an H100 SXM's 50 MB L2 (52,428,800 bytes, as deviceQuery reports it) "
+             "fraction of an H100 SXM's 50 MiB L2 (52,428,800 bytes, as deviceQuery reports it) "
              "does that working set fill?",
     answer=lambda: (roofline.gemm(*roofline.SEED_FFN_SHAPE, "bf16").bytes_moved
                     / roofline.resolve_gpu("H100").llc_bytes),

@@ -153,7 +153,8 @@ def sparsity_factors(names=GPU_NAMES, precisions=("tf32", "bf16", "fp8", "fp4"))
 
 
 def spec_table(names=GPU_NAMES):
-    """Per GPU: dense 16-bit peak, HBM, TDP and the ratios derived from them (SI-based units)."""
+    """Per GPU: dense 16-bit peak, HBM, TDP and the ratios derived from them (SI units, but
+    HBM capacity in GiB)."""
     rows = []
     for name in names:
         g = hardware.gpu(name)

@@ -74,7 +74,7 @@ EXPLORER_LINKS = {
 }
 EXPLORER_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 EXPLORER_GPUS = (2, 4, 8, 16, 72, 256, 1024, 2048)
-EXPLORER_SIZES = tuple(2 ** e for e in range(3, 35, 2))  # 8 B .. 16 GiB
+EXPLORER_SIZES = tuple(2 ** e for e in range(3, 35, 2))  # 8 B .. 8 GiB
 
 
 def link_ladder() -> pd.DataFrame:

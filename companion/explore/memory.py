@@ -200,7 +200,8 @@ def gemm_efficiency_table(gpus=("H100", "H200", "B200"), size: int = 8192) -> pd
     return pd.DataFrame(rows)
 
 
-#: Columns of :func:`state_table`: (label, ZeRO stage, convention, distributed optimizer).
+#: Columns of :func:`state_table`: (label, ZeRO stage, convention); Megatron's distributed
+#: optimizer is stage 1.
 STATE_COLUMNS = (
     ("Adam, replicated (Megatron, 18 B)", 0, "megatron"),
     ("distributed optimizer (Megatron, 6 + 12/DP)", 1, "megatron"),

@@ -2,9 +2,11 @@
 
 The numbers come from :mod:`companion.moe` (where an expert-parallel group sits on the
 machine, what its all-to-all sends) and :func:`companion.parallel.estimate` (the step they sit
-in); this module arranges them into frames. The machine of every comparison is the same GPU
-(B200 in GB200, 1,200 W) with the GB200 NVL72's NVLink and one 400 Gb/s NIC per GPU, cut into
-scale-up domains of 8, 36 or 72 GPUs, so only the domain differs.
+in); this module arranges them into frames. The EP-share explorer and the copies table keep
+one GPU (B200 in GB200, 1,200 W) with the GB200 NVL72's NVLink and one 400 Gb/s NIC per GPU,
+cut into scale-up domains of 8, 36 or 72 GPUs, so only the domain differs; the sensitivity
+table and the case study's machines compare whole systems (GB200 NVL72 against DGX B200, and
+DGX H100), GPUs included.
 """
 from __future__ import annotations
 
