@@ -33,7 +33,9 @@ def _b200_headline():
         Finding("20 PF FP4 per DGX B200 GPU", f"{_pf(b200.peak_flops('fp4', True))} sparse, "
                 f"{_pf(b200.peak_flops('fp4'))} dense; GB200's sparse FP4 is "
                 f"{_pf(gb200.peak_flops('fp4', True))}", _near(20e15, b200.peak_flops("fp4", True))),
-        Finding("192 GB HBM3e", f"{gib(b200.hbm_bytes):.0f} GB per GPU (HGX/DGX B200)",
+        Finding("192 GB HBM3e", f"{gib(b200.hbm_bytes):.0f} of NVIDIA's HBM 'GB' (GiB; "
+                f"{b200.hbm_bytes / units.GB:.0f} GB) per GPU enabled on HGX/DGX B200, of the full "
+                "stacks' 192",
                 _near(192, gib(b200.hbm_bytes))),
         Finding("1.8 TB/s NVLink 5", f"{b200.scaleup_bidirectional_Bps / units.TB:.2g} TB/s "
                 "bidirectional", _near(1.8e12, b200.scaleup_bidirectional_Bps))]
@@ -77,7 +79,9 @@ def _b100_hopper():
         Finding("B100: 3.35 TB/s HBM", f"no Blackwell GPU has it; H100 SXM has "
                 f"{h100.hbm_Bps / units.TB:.3g} TB/s", any(_near(3.35e12, g.hbm_Bps) for g in b_series)),
         Finding("B100: NVLink 5 at 900 GB/s", f"NVLink 5 is {nvlink5.bidirectional_Bps / units.TB:.2g}"
-                " TB/s bidirectional per GPU", _near(900e9, nvlink5.bidirectional_Bps))]
+                " TB/s bidirectional per GPU (900 GB/s per direction), and the same table gives B200 "
+                "the bidirectional figure: beside it, 900 GB/s is H100's NVLink 4 total",
+                _near(900e9, nvlink5.bidirectional_Bps))]
 
 @_check("b200-fp8-training-2x-b100", "x, B200 over B100, dense FP8")
 def _b200_2x_b100():
@@ -197,9 +201,11 @@ def _megatron_v100():
     return 8, SHOEYBI_GPUS_PER_SERVER, [
         Finding("8 V100s per NVLink node", f"DGX-2H: {SHOEYBI_GPUS_PER_SERVER} V100s all-to-all "
                 "through NVSwitch (Shoeybi et al. 2019)", SHOEYBI_GPUS_PER_SERVER == 8),
-        Finding("keep TP inside the fast domain", f"{SHOEYBI_INTRA_SERVER_Bps / units.GB:.0f} GB/s "
-                f"inside a server, {SHOEYBI_INTER_SERVER_Bps / units.GB:.0f} GB/s between: "
-                f"{ratio:.0f}x", ratio > 1),
+        Finding("keep TP inside the fast domain", f"the paper's {SHOEYBI_INTRA_SERVER_Bps / units.GB:.0f} "
+                f"GB/s per GPU inside a server (both directions) against "
+                f"{SHOEYBI_INTER_SERVER_Bps / units.GB:.0f} GB/s per server between servers, {ratio:.0f}x "
+                "as quoted (mixed conventions; per GPU and per direction "
+                f"{ratio * SHOEYBI_GPUS_PER_SERVER / 2:.0f}x)", ratio > 1),
         Finding("NVLink 2 in the registry", f"{hardware.link('NVLink 2').printed} per V100",
                 True, "context")]
 

@@ -126,7 +126,7 @@ def test_checks_match_the_cited_documents():
     e = claims.evaluate
     # NVIDIA DGX B200 User Guide: 1,440 GB over 8 GPUs = 180 per GPU; the registry reads the
     # vendor's GB as GiB, so 180 GiB is compared with the seed's 192 "GB" in the same unit.
-    assert "180 GB per GPU" in e("b200-headline-20pf-fp4-192gb").detail
+    assert "180 of NVIDIA's HBM 'GB' (GiB; 193 GB) per GPU" in e("b200-headline-20pf-fp4-192gb").detail
     # NVIDIA NVFP4 blog, Figure 1: B200 9 dense / 18 sparse PFLOP/s FP4.
     assert e("b200-headline-20pf-fp4-192gb").computed == pytest.approx(18e15)
     assert e("b200-fp4-10pf-h100-fp8-1p98pf").computed == pytest.approx(9e15)
