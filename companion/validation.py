@@ -42,14 +42,14 @@ def _narayanan_flops(model: Transformer, global_batch: int) -> float:
     return 96.0 * global_batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataFrame:
+def published_runs(held_out: bool | None = False, moe: bool | None = False) -> pd.DataFrame:
     """``data/published_runs.csv`` with ``measured_step_time_s`` filled in where the source
     reports throughput and ``step_time_derived`` saying which rows were converted.
 
     ``held_out=False`` (default) gives the runs a constant was set on or checked against: the
     A100 runs of Korthikanti et al. 2022 Table 5 and Narayanan et al. 2021 Table 1, and the four
     H100 expert-overlap runs of ``companion.validation.EP_OVERLAP_PAIRS``; ``held_out=True``
-    gives the later runs (H100 to GB300) that were never used to set anything.
+    gives the later runs (H100 to GB300) that were never used to set anything; ``None`` both.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
     converts with the source's own FLOP count: the row's ``source_gflops_per_token`` where the
     source's counter is known to differ from the companion's (DeepSeek-V3's MLA and MTP layer),
@@ -60,13 +60,15 @@ def published_runs(held_out: bool = False, moe: bool | None = False) -> pd.DataF
     expert-overlap fitting runs is held out (the four come with ``held_out=False, moe=True``
     or ``moe=None``), and :func:`cross_validation` never fits ``gemm_in_training`` on one.
     """
-    if not isinstance(held_out, bool):
-        raise TypeError(f"held_out must be True or False; got {held_out!r}")
+    if held_out is not None and not isinstance(held_out, bool):
+        raise TypeError(f"held_out must be True, False or None; got {held_out!r}")
     if moe is not None and not isinstance(moe, bool):
         raise TypeError(f"moe must be True, False or None; got {moe!r}")
     schema.check(PUBLISHED_RUNS)
     runs = pd.read_csv(PUBLISHED_RUNS)
-    keep = runs["held_out"].astype(bool) == held_out
+    keep = pd.Series(True, index=runs.index)
+    if held_out is not None:
+        keep &= runs["held_out"].astype(bool) == held_out
     if moe is not None:
         keep &= runs["model"].map(lambda m: preset(m).is_moe) == moe
     runs = runs[keep].reset_index(drop=True)
@@ -597,8 +599,7 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
     well, GB300 runs sit above GB200's), else on its GPU generation (the 10th-90th percentile
     with 10+ runs, min-max with 3-9). A family with fewer than 3 runs, or with runs of one
     publication only, borrows its generation's runs of the same family, then of both; a
-    generation with none gets every
-    run's widest error doubled, and the basis says so. Read from the pinned
+    generation with none gets every run's widest error doubled, and the basis says so. Read from the pinned
     ``data/validation_bands.csv`` (:func:`~companion.validation.band_table`), so the first
     call costs no cross-validation."""
     if not isinstance(moe, bool):

@@ -454,3 +454,12 @@ def test_the_chapters_band_chart_gives_each_run_its_familys_band():
     moe_row = frame[frame["moe"] == "MoE"].iloc[0]
     dense = V.band(moe_row["gpu"], moe_row["precision"], moe_row["predicted_step_time_s"])
     assert dense[:2] != pytest.approx((moe_row["predicted_low_s"], moe_row["predicted_high_s"]))
+
+
+def test_published_runs_held_out_none_gives_both_sets():
+    both = V.published_runs(None, None)
+    held, rest = V.published_runs(True, None), V.published_runs(False, None)
+    assert len(both) == len(held) + len(rest)
+    assert set(both["run_id"]) == set(held["run_id"]) | set(rest["run_id"])
+    with pytest.raises(TypeError, match="held_out"):
+        V.published_runs("yes")
