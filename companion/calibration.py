@@ -160,7 +160,7 @@ from companion.roofline import gemm_time_arrays
 #: reduce-scatter with the backward-only overlap window, FP32 gradient reduction, the MoE
 #: dispatcher's host sync.
 MECHANISMS = ("sustained", "attention", "overlap", "launch", "memory", "zero", "fp32_grads",
-              "host")
+              "host", "buckets")
 
 
 @dataclass(frozen=True)

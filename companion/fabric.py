@@ -367,6 +367,24 @@ def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *,
                        ideal_s=c + m)
 
 
+def megatron_default_bucket_params(dp_cp):
+    """Megatron-Core's default DDP gradient bucket, in parameters: ``max(40000000, 1000000 x
+    dp)`` with dp the data-parallel size including context parallelism
+    (``megatron/core/distributed/distributed_data_parallel.py``: "larger DP sizes need larger
+    buckets to ensure collectives do not become latency-bound"). Arrays in, arrays out."""
+    return np.maximum(40_000_000, 1_000_000 * np.asarray(dp_cp))
+
+
+def bucketed_exposed_s(comm_s, window_s, n_buckets):
+    """Communication left exposed after a compute window when it leaves in ``n_buckets``
+    equal pieces, ready at an even rate over ``window_s`` and sent one after another:
+    ``max(comm / N, comm - window (1 - 1 / N))``. The last piece can only start when the
+    window ends; N = inf is perfect overlap, ``max(0, comm - window)``."""
+    n = np.asarray(n_buckets, dtype=float)
+    comm = np.asarray(comm_s, dtype=float)
+    return np.maximum(comm / n, comm - np.asarray(window_s, dtype=float) * (1 - 1 / n))
+
+
 @dataclass(frozen=True)
 class BucketPlan:
     """Gradient all-reduce overlapped with the backward pass, per bucket size (seconds)."""
@@ -404,9 +422,8 @@ def bucket_plan(grad_bytes: float, bucket_bytes, backward_s: float, all_reduce_s
     if c.shape not in ((), nb.shape):
         raise ValueError(f"all_reduce_s must return one time per bucket size ({nb.shape}) or "
                          f"one number; got shape {c.shape}")
-    end = np.maximum(bwd + c, bwd / nb + nb * c)
     return BucketPlan(bucket_bytes=b, n_buckets=nb.astype(np.int64), per_bucket_s=c,
-                      comm_total_s=nb * c, exposed_s=end - bwd)
+                      comm_total_s=nb * c, exposed_s=bucketed_exposed_s(nb * c, bwd, nb))
 
 
 def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
@@ -432,7 +449,8 @@ __all__ = [
     "Fabric", "CommBreakdown", "TailLatency", "BucketPlan", "slow_leaf_probability",
     "cross_leaf_fraction", "scaleout_ring_Bps", "scaleout_all_to_all_Bps",
     "hierarchical_all_reduce_time_s", "flat_ring_all_reduce_time_s", "moe_all_to_all_time_s",
-    "tail_latency", "bucket_plan", "bucket_tradeoff", "p99_slowdown", "rails", "job_leaves",
+    "tail_latency", "bucket_plan", "bucket_tradeoff", "bucketed_exposed_s",
+    "megatron_default_bucket_params", "p99_slowdown", "rails", "job_leaves",
     "all_reduce_latency_s", "flat_all_reduce_time_s", "flat_Bps", "cross_domain_ring_slowdown",
     "ASSUMED_JITTER", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S", "NCCL_TREE_NVLINK_STEP_S", "NCCL_TREE_NET_STEP_S",
 ]

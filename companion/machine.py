@@ -91,12 +91,17 @@ class Stack:
     #: switches cuDNN off, as NeMo-Framework-Launcher's configuration for the 24.03.01
     #: container did), each priced from its own published records
     attention_kernel: str = "cudnn"
+    #: parameters per data-parallel gradient bucket; None: Megatron-Core's default,
+    #: ``max(40000000, 1000000 x data-parallel size with CP)``
+    ddp_bucket_params: int | None = None
 
     def __post_init__(self):
         checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current", "mxfp8"))
         checks.choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
         if self.moe_dispatcher is not None:
             checks.choice("moe_dispatcher", self.moe_dispatcher, ("alltoall", "deepep"))
+        if self.ddp_bucket_params is not None:
+            checks.number("ddp_bucket_params", self.ddp_bucket_params, integer=True, minimum=1)
 
 
 #: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.

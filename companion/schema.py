@@ -190,7 +190,9 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         _num("offload_layers", "layers whose activations the recipe keeps in host memory",
              kind="int", minimum=0, required=False),
         _num("source_gflops_per_token", "GFLOP per token (the source's own counter)",
-             required=False)),
+             required=False),
+        _num("ddp_bucket_params", "parameters per data-parallel gradient bucket", kind="int",
+             minimum=1, required=False)),
         "one published training run: layout and measured speed"),
     Schema("published_measurements.csv", "id", (
         _text("id"), _text("kind"),

@@ -15,7 +15,8 @@ its constant lives (:mod:`companion.calibration`): GEMMs at the rate a step sust
 its published rate per GPU and sequence length, RoPE, cross-entropy and quantization at their
 real byte counts (:func:`~companion.calibration.quantization_bytes`), overlapped collectives
 slowing the compute they hide behind, a launch gap per kernel, ZeRO-2/3's reduce-scatter after
-every microbatch and a gradient all-reduce that hides only behind the backward pass.
+every microbatch and a gradient all-reduce that hides only behind the backward pass, whose last
+bucket leaves only when that pass ends.
 ``Calibration(off=...)`` switches any of them off.
 """
 from __future__ import annotations
@@ -29,7 +30,8 @@ from companion import checks, hardware, moe
 from companion.calibration import (attention_fraction, block_scaled_gemm_slowdown,
                                    linear_times, quantization_bytes, sustained_fraction)
 from companion.comm import collective_time_s
-from companion.fabric import NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric
+from companion.fabric import (NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, bucketed_exposed_s,
+                             megatron_default_bucket_params)
 from companion.memory import training_memory_arrays
 from companion.model import Transformer, as_transformer
 from companion.roofline import attention
@@ -529,10 +531,25 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
     if not st.overlap_grad_reduce:
         return comm, comm
-    rs_x = np.maximum(0.0, per_rs * rs - per_rs * bwd_window)
-    ag_x = np.maximum(0.0, per_ag * ag - np.where(z == 3, m * (fwd_window + bwd_window),
-                                                  fwd_window))
-    return comm, np.where(z >= 1, rs_x + ag_x, np.maximum(0.0, grads - bwd_window))
+    pieces = _buckets(X, st, d * c) if "buckets" not in cal.off else np.inf
+    rs_x = bucketed_exposed_s(per_rs * rs, per_rs * bwd_window, pieces)
+    ag_x = bucketed_exposed_s(per_ag * ag, np.where(z == 3, m * (fwd_window + bwd_window),
+                                                    fwd_window), pieces)
+    return comm, np.where(z >= 1, rs_x + ag_x, bucketed_exposed_s(grads, bwd_window, pieces))
+
+
+def _buckets(X, st, dp_cp):
+    """Equal pieces the critical stage's gradients reach the network in. Megatron-Core's DDP
+    fills buckets of ``bucket_size`` parameters (the stack's ``ddp_bucket_params``, else
+    :func:`~companion.fabric.megatron_default_bucket_params`) in backward order and sends
+    each when it is full, so the last one leaves only when the backward pass ends. It buckets
+    only the first pipeline stage's first model chunk (``distributed_data_parallel.py``:
+    later stages and chunks are "not on the critical path"): with ``vpp`` chunks that chunk
+    holds 1/vpp of the stage's parameters, and its last bucket is the piece left exposed."""
+    size = st.ddp_bucket_params or megatron_default_bucket_params(dp_cp)
+    v = np.maximum(X["vpp"], 1)
+    local = X["dense_params"] + X["expert_params"]
+    return v * np.maximum(1.0, np.ceil(local / v / size))
 
 
 # -- one layout --------------------------------------------------------------------------------

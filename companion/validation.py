@@ -133,8 +133,10 @@ def _true(value) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _run_stack(software: str, grad_bytes, graphs, ep_overlap=None, dispatcher=None,
-               attention=None) -> Stack:
+               attention=None, bucket=None) -> Stack:
     st = stack(software)
+    if _given(bucket):
+        st = replace(st, ddp_bucket_params=int(bucket))
     if _given(attention):
         st = replace(st, attention_kernel=str(attention))
     if _given(grad_bytes):
@@ -163,7 +165,8 @@ def run_stack(row) -> Stack:
     Blackwell with full-iteration CUDA graphs (``llama3_workload_base_configs.py``:
     ``cuda_graph_scope="full_iteration"``)."""
     return _run_stack(str(row["software"]), row.get("grad_reduce_bytes"), row.get("cuda_graphs"),
-                      row.get("ep_overlap"), row.get("dispatcher"), row.get("attention_kernel"))
+                      row.get("ep_overlap"), row.get("dispatcher"), row.get("attention_kernel"),
+                      row.get("ddp_bucket_params"))
 
 
 def validate(calibration: Calibration = DEFAULT, held_out: bool = False,
@@ -701,6 +704,7 @@ MECHANISM_STEPS = (
     ("launch", "kernel gaps"),
     ("zero", "ZeRO-2/3 reduce-scatter per microbatch; backward-only window"),
     ("fp32_grads", "FP32 gradient reduction"),
+    ("buckets", "the last gradient bucket waits for the backward pass"),
 )
 
 

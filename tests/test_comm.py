@@ -303,6 +303,18 @@ def _simulate_buckets(grad, bucket, bwd, c_of):
     return end - bwd
 
 
+def test_bucketed_exposure_by_hand():
+    # 30 ms of communication in 5 buckets behind a 30 ms pass: each bucket waits for 6 ms
+    # of gradients and takes 6 ms, so only the last one is left: 6 ms
+    assert fabric.bucketed_exposed_s(30.0, 30.0, 5) == pytest.approx(6.0)
+    assert fabric.bucketed_exposed_s(30.0, 30.0, 1) == pytest.approx(30.0)  # no overlap
+    assert fabric.bucketed_exposed_s(30.0, 20.0, np.inf) == pytest.approx(10.0)
+    # too much to hide: the stream is busy from the first bucket on (4 + 40 - 20)
+    assert fabric.bucketed_exposed_s(40.0, 20.0, 5) == pytest.approx(24.0)
+    assert fabric.megatron_default_bucket_params(10) == 40_000_000
+    assert list(fabric.megatron_default_bucket_params([64, 512])) == [64_000_000, 512_000_000]
+
+
 def test_bucket_tradeoff_closed_form_and_u_shape():
     n, bw, a, grad, bwd = 256, NDR_BPS, 10e-6, 14e9, 1.0
     buckets = np.array([1e6, 5e6, 25e6, 100e6, 400e6, 2e9, 14e9])

@@ -500,7 +500,7 @@ def megatron_default_bucket_elements(dp: int) -> int:
     """Megatron-Core's default DDP bucket: max(40,000,000, 1,000,000 x DP) elements
     (megatron/core/distributed/distributed_data_parallel.py, NVIDIA/Megatron-LM)."""
     dp = checks.number("dp", dp, integer=True, minimum=1)
-    return max(40_000_000, 1_000_000 * dp)
+    return int(fabric.megatron_default_bucket_params(dp))
 
 
 def bucket_fabric(link: str = "NDR", system: str = "DGX B200") -> fabric.Fabric:
