@@ -312,7 +312,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     frame = pd.DataFrame(cols)
     frame.attrs.update(candidates=n, feasible=int(fits.sum()), model=model.name,
                        gpu=g.name, cluster=cl.name, stack=st.name,
-                       attention_kernel=st.attention_kernel, precision=precision,
+                       attention_kernel=st.attention_kernel,
+                       ddp_bucket_params=st.ddp_bucket_params, precision=precision,
                        flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
                        band_basis=basis)
     return frame
@@ -417,6 +418,9 @@ def main(argv=None) -> int:
     p.add_argument("--attention-kernel", default=None,
                    help="cudnn or flash-attn-2 (what Transformer Engine runs with "
                         "NVTE_FUSED_ATTN=0); default: the software stack's")
+    p.add_argument("--bucket-params", default=None,
+                   help="parameters per data-parallel gradient bucket (Megatron-Core's "
+                        "bucket_size); default max(40,000,000, 1,000,000 x DP x CP)")
     p.add_argument("--uneven-stages", action="store_true", help="allow PP not dividing layers")
     p.add_argument("--embedding-loss-slots", action="store_true",
                    help="also try pipelines where pp x vpp divides layers + 2: the embedding "
@@ -435,6 +439,9 @@ def main(argv=None) -> int:
         software = stack(args.software)
         if args.attention_kernel is not None:
             software = replace(software, attention_kernel=args.attention_kernel)
+        if args.bucket_params is not None:
+            software = replace(software, ddp_bucket_params=_count(
+                "--bucket-params", 1, 10**12)(args.bucket_params))
         frame = search(args.model, args.gpu, gpus, batch, system=args.system,
                        software=software, precision=args.precision,
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
@@ -461,6 +468,8 @@ def main(argv=None) -> int:
                           "layouts": rows}, indent=1))
         return 0
     kernel = "" if a["attention_kernel"] == "cudnn" else f", {a['attention_kernel']} attention"
+    if a["ddp_bucket_params"]:
+        kernel += f", gradient buckets of {a['ddp_bucket_params']:,} parameters"
     print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}{kernel}, "
           f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit")
     if frame.empty:

@@ -61,6 +61,21 @@ def test_plan_can_run_flash_attention_2(capsys):
     assert "flash-attn-2 attention" in capsys.readouterr().out
 
 
+def test_plan_takes_the_recipes_gradient_bucket(capsys):
+    # one bucket of a whole GPU's gradients: nothing overlaps the backward pass, so the step
+    # is slower than with Megatron-Core's default buckets, and the header says which ran
+    argv = ["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "64",
+            "--global-batch", "64", "--top", "1", "--json"]
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--bucket-params", "1000000000000"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert default["ddp_bucket_params"] is None and one["ddp_bucket_params"] == 10**12
+    assert one["layouts"][0]["step_time_s"] > default["layouts"][0]["step_time_s"]
+    assert main(argv[:-1] + ["--bucket-params", "768000000"]) == 0
+    assert "gradient buckets of 768,000,000 parameters" in capsys.readouterr().out
+
+
 def test_check_recomputes_claims_and_checks_exercises(capsys):
     # 128 NVL72 racks hold 128 x 72 = 9216 GPUs, not the seed's 8192: the verdict is "wrong"
     assert main(["check", "8192-gpus-in-128-nvl72"]) == 0
@@ -103,6 +118,8 @@ BAD = [
     (["plan", "--model", "llama2-7b", "--gpu", "A100", "--gpus", "8", "--global-batch", "8",
       "--attention-kernel", "flash-attn-2"], "no flash-attn-2 attention record"),
     (["check", "--exercise", "par-bubble-table5", "nan"], "finite"),
+    (["plan", "--model", "llama2-7b", "--gpu", "H100", "--gpus", "8", "--global-batch", "8",
+      "--bucket-params", "0"], "--bucket-params"),
 ]
 
 
