@@ -531,10 +531,12 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
     if not st.overlap_grad_reduce:
         return comm, comm
+    # ZeRO-2/3 send every microbatch's gradients (and gather the parameters twice), each time
+    # in the same buckets; only the step's last bucket has nothing left to hide behind
     pieces = _buckets(X, st, d * c) if "buckets" not in cal.off else np.inf
-    rs_x = bucketed_exposed_s(per_rs * rs, per_rs * bwd_window, pieces)
+    rs_x = bucketed_exposed_s(per_rs * rs, per_rs * bwd_window, per_rs * pieces)
     ag_x = bucketed_exposed_s(per_ag * ag, np.where(z == 3, m * (fwd_window + bwd_window),
-                                                    fwd_window), pieces)
+                                                    fwd_window), per_ag * pieces)
     return comm, np.where(z >= 1, rs_x + ag_x, bucketed_exposed_s(grads, bwd_window, pieces))
 
 

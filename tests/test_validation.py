@@ -197,6 +197,14 @@ def test_the_last_gradient_bucket_waits_for_the_backward_pass():
     assert default.dp_exposed_s == same.dp_exposed_s > 0
     assert estimate("llama3-8b", lay, "H100").dp_exposed_s == pytest.approx(
         one.dp_comm_s / math.ceil(params / 40_000_000))
+    # ZeRO-2 reduce-scatters after each of 4 microbatches' backward passes, in the same four
+    # buckets; only the step's last one is left. The reduce-scatter moves FP32 gradients (4
+    # bytes a parameter), the gather BF16 parameters (2): with g the gather's time, comm is
+    # 4 x 2g + g and the exposed part (2g + g) / 4, a twelfth of it
+    z2 = Layout(tp=1, pp=1, dp=8, microbatch=1, global_batch=32, precision="bf16", zero_stage=2)
+    z2e = estimate("llama3-8b", z2, "H100",
+                   software=replace(core, ddp_bucket_params=math.ceil(params / 4)))
+    assert z2e.dp_exposed_s == pytest.approx(z2e.dp_comm_s / 12)
     off = estimate("llama3-8b", lay, "H100", calibration=Calibration(off=frozenset({"buckets"})))
     assert off.dp_exposed_s == 0
     with pytest.raises(ValueError, match="ddp_bucket_params"):
