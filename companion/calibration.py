@@ -158,7 +158,8 @@ from companion.roofline import gemm_time_arrays
 #: what each one does to the validation: the sustained GEMM rate, per-GPU fused attention,
 #: the overlap slowdown, kernel gaps, RoPE and cross-entropy bytes, ZeRO-2/3's per-microbatch
 #: reduce-scatter with the backward-only overlap window, FP32 gradient reduction, the MoE
-#: dispatcher's host sync.
+#: dispatcher's host sync, data-parallel gradient buckets (the last one exposed, each paying
+#: its latency).
 MECHANISMS = ("sustained", "attention", "overlap", "launch", "memory", "zero", "fp32_grads",
               "host", "buckets")
 

@@ -375,14 +375,38 @@ def megatron_default_bucket_params(dp_cp):
     return np.maximum(40_000_000, 1_000_000 * np.asarray(dp_cp))
 
 
-def bucketed_exposed_s(comm_s, window_s, n_buckets):
-    """Communication left exposed after a compute window when it leaves in ``n_buckets``
-    equal pieces, ready at an even rate over ``window_s`` and sent one after another:
-    ``max(comm / N, comm - window (1 - 1 / N))``. The last piece can only start when the
-    window ends; N = inf is perfect overlap, ``max(0, comm - window)``."""
-    n = np.asarray(n_buckets, dtype=float)
-    comm = np.asarray(comm_s, dtype=float)
-    return np.maximum(comm / n, comm - np.asarray(window_s, dtype=float) * (1 - 1 / n))
+def megatron_bucket_count(params, bucket_params):
+    """Buckets Megatron-Core's DDP makes of ``params`` gradients: it closes a bucket at the
+    first parameter past ``bucket_params`` and the last takes what is left, so about
+    ``params / bucket_params`` of them, rounded, and at least one. Arrays in, arrays out."""
+    return np.maximum(1.0, np.floor(np.asarray(params) / np.asarray(bucket_params) + 0.5))
+
+
+def bucketed_exposed_s(bucket_s, window_s, n_buckets, *, chunks=1, chunk_s=0.0, passes=1):
+    """Seconds a stream of gradient sends runs past the compute that produces them. Each of
+    ``passes`` windows of ``window_s`` (a backward pass) is split into ``chunks`` equal parts;
+    the last part fills ``n_buckets`` buckets at an even rate, each sent when full and taking
+    ``bucket_s``, and each earlier part is one piece of ``chunk_s`` sent when it ends (an
+    interleaved pipeline's later model chunks, which Megatron-Core does not bucket). Sends
+    run one after another on one stream; the last bucket can only start when its window
+    ends, so with one chunk and one pass the result is ``max(c, N c - window (1 - 1 / N))``
+    for N buckets of c seconds. Arrays broadcast. The latest-finishing send starts with the
+    first or the last piece of a part, in the first or the last pass, so those eight
+    candidates give the end exactly."""
+    b, w, k = (np.asarray(x, dtype=float) for x in (bucket_s, window_s, n_buckets))
+    v, p_s, m = (np.asarray(x, dtype=float) for x in (chunks, chunk_s, passes))
+    one = (v - 1) * p_s + k * b  # one pass of sends
+    last_part = (v - 1) * w / v  # when the bucketed part begins
+    ends = []
+    for before in (0.0, m - 1):  # passes before this one
+        after = (m - 1 - before) * one  # the later passes' sends
+        start = before * w
+        if np.any(v > 1):
+            ends.append(np.where(v > 1, start + w / v + one + after, -np.inf))
+            ends.append(np.where(v > 1, start + last_part + p_s + k * b + after, -np.inf))
+        ends.append(start + last_part + w / (v * k) + k * b + after)
+        ends.append(start + w + b + after)
+    return np.maximum.reduce(ends) - m * w
 
 
 @dataclass(frozen=True)
@@ -423,7 +447,7 @@ def bucket_plan(grad_bytes: float, bucket_bytes, backward_s: float, all_reduce_s
         raise ValueError(f"all_reduce_s must return one time per bucket size ({nb.shape}) or "
                          f"one number; got shape {c.shape}")
     return BucketPlan(bucket_bytes=b, n_buckets=nb.astype(np.int64), per_bucket_s=c,
-                      comm_total_s=nb * c, exposed_s=bucketed_exposed_s(nb * c, bwd, nb))
+                      comm_total_s=nb * c, exposed_s=bucketed_exposed_s(c, bwd, nb))
 
 
 def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,
@@ -450,7 +474,7 @@ __all__ = [
     "cross_leaf_fraction", "scaleout_ring_Bps", "scaleout_all_to_all_Bps",
     "hierarchical_all_reduce_time_s", "flat_ring_all_reduce_time_s", "moe_all_to_all_time_s",
     "tail_latency", "bucket_plan", "bucket_tradeoff", "bucketed_exposed_s",
-    "megatron_default_bucket_params", "p99_slowdown", "rails", "job_leaves",
+    "megatron_default_bucket_params", "megatron_bucket_count", "p99_slowdown", "rails", "job_leaves",
     "all_reduce_latency_s", "flat_all_reduce_time_s", "flat_Bps", "cross_domain_ring_slowdown",
     "ASSUMED_JITTER", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S", "NCCL_TREE_NVLINK_STEP_S", "NCCL_TREE_NET_STEP_S",
 ]

@@ -101,7 +101,8 @@ class Stack:
         if self.moe_dispatcher is not None:
             checks.choice("moe_dispatcher", self.moe_dispatcher, ("alltoall", "deepep"))
         if self.ddp_bucket_params is not None:
-            checks.number("ddp_bucket_params", self.ddp_bucket_params, integer=True, minimum=1)
+            object.__setattr__(self, "ddp_bucket_params", checks.number(
+                "ddp_bucket_params", self.ddp_bucket_params, integer=True, minimum=1))
 
 
 #: ``megatron-2022``: Megatron-LM as run in Narayanan et al. 2021 and Korthikanti et al.

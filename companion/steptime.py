@@ -31,7 +31,7 @@ from companion.calibration import (attention_fraction, block_scaled_gemm_slowdow
                                    linear_times, quantization_bytes, sustained_fraction)
 from companion.comm import collective_time_s
 from companion.fabric import (NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, bucketed_exposed_s,
-                             megatron_default_bucket_params)
+                             megatron_bucket_count, megatron_default_bucket_params)
 from companion.memory import training_memory_arrays
 from companion.model import Transformer, as_transformer
 from companion.roofline import attention
@@ -528,30 +528,52 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     rs, ag = 0.5 * grads, 0.5 * grads * 2 / gb  # reduce-scatter gb-byte grads, gather 2-byte
     per_rs = np.where((z >= 2) & ("zero" not in cal.off), m, 1)
     per_ag = np.where(z == 3, 2 * m, 1)
+    buckets = "buckets" not in cal.off
+    if buckets:
+        v, k = _buckets(X, st, d * c)
+        # every bucket is its own collective and pays its latency: half an all-reduce's for
+        # a reduce-scatter or a gather
+        lat = 0.5 * _all_reduce_s(0.0 * grads, d * c, t, cl, cal)
+        calls = v - 1 + k
+        extra = (calls - 1) * lat
+        rs, ag, grads = rs + extra, ag + extra, grads + 2 * extra
     comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
     if not st.overlap_grad_reduce:
         return comm, comm
-    # ZeRO-2/3 send every microbatch's gradients (and gather the parameters twice), each time
-    # in the same buckets; only the step's last bucket has nothing left to hide behind
-    pieces = _buckets(X, st, d * c) if "buckets" not in cal.off else np.inf
-    rs_x = bucketed_exposed_s(per_rs * rs, per_rs * bwd_window, per_rs * pieces)
-    ag_x = bucketed_exposed_s(per_ag * ag, np.where(z == 3, m * (fwd_window + bwd_window),
-                                                    fwd_window), per_ag * pieces)
-    return comm, np.where(z >= 1, rs_x + ag_x, bucketed_exposed_s(grads, bwd_window, pieces))
+    if not buckets:  # one collective each, hidden up to its window
+        return comm, np.where(z >= 1, np.maximum(0.0, per_rs * (rs - bwd_window))
+                              + np.maximum(0.0, per_ag * ag - np.where(
+                                  z == 3, m * (fwd_window + bwd_window), fwd_window)),
+                              np.maximum(0.0, grads - bwd_window))
+
+    def exposed(pass_s, call_lat, window_s, passes):
+        # ZeRO-2/3 send every microbatch's gradients (and gather the parameters twice), each
+        # time in the same buckets; only the step's last bucket has nothing to hide behind
+        data = np.maximum(0.0, pass_s - calls * call_lat) / v  # one model chunk's bytes
+        return bucketed_exposed_s(data / k + call_lat, window_s / passes, k, chunks=v,
+                                  chunk_s=data + call_lat, passes=passes)
+
+    rs_x = exposed(rs, lat, per_rs * bwd_window, per_rs)
+    ag_x = exposed(ag, lat, np.where(z == 3, m * (fwd_window + bwd_window), fwd_window), per_ag)
+    return comm, np.where(z >= 1, rs_x + ag_x, exposed(grads, 2 * lat, bwd_window, 1))
 
 
 def _buckets(X, st, dp_cp):
-    """Equal pieces the critical stage's gradients reach the network in. Megatron-Core's DDP
-    fills buckets of ``bucket_size`` parameters (the stack's ``ddp_bucket_params``, else
-    :func:`~companion.fabric.megatron_default_bucket_params`) in backward order and sends
-    each when it is full, so the last one leaves only when the backward pass ends. It buckets
-    only the first pipeline stage's first model chunk (``distributed_data_parallel.py``:
-    later stages and chunks are "not on the critical path"): with ``vpp`` chunks that chunk
-    holds 1/vpp of the stage's parameters, and its last bucket is the piece left exposed."""
+    """Model chunks and buckets of the critical stage's gradients, ``(vpp, k)``. Megatron-Core's
+    DDP (ZeRO 0 and 1) fills buckets of ``bucket_size`` parameters (the stack's
+    ``ddp_bucket_params``, else :func:`~companion.fabric.megatron_default_bucket_params`) in
+    backward order, closing one at the first parameter past the size (so about P / size of
+    them, rounded), and sends each when it is full: the last leaves only when the backward
+    pass ends. It buckets only the first pipeline stage's first model chunk
+    (``distributed_data_parallel.py``: later stages and chunks are "not on the critical
+    path"); each later chunk is one piece. Megatron-FSDP (ZeRO 2 and 3) communicates per
+    unit module, ``[TransformerLayer]`` by default: one bucket per layer of the stage."""
     size = st.ddp_bucket_params or megatron_default_bucket_params(dp_cp)
-    v = np.maximum(X["vpp"], 1)
+    fsdp = X["zero"] >= 2
+    v = np.where(fsdp, 1, np.maximum(X["vpp"], 1))
     local = X["dense_params"] + X["expert_params"]
-    return v * np.maximum(1.0, np.ceil(local / v / size))
+    k = np.where(fsdp, X["stage_layers"], megatron_bucket_count(local / v, size))
+    return v, k
 
 
 # -- one layout --------------------------------------------------------------------------------

@@ -618,9 +618,10 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
 PAIR_FACTORS = ("gpu", "software", "release")
 
 
-#: What makes two published runs the same run: model, every parallel degree, batch, precision.
+#: What makes two published runs the same run: model, every parallel degree, batch, precision
+#: and the gradient bucket its recipe records (empty: Megatron's default).
 _RUN_KEYS = ("model", "tp", "pp", "cp", "dp", "ep", "vpp", "microbatch", "global_batch",
-             "precision")
+             "precision", "ddp_bucket_params")
 
 
 def _held_out_priced(calibration: Calibration) -> pd.DataFrame:
@@ -629,7 +630,8 @@ def _held_out_priced(calibration: Calibration) -> pd.DataFrame:
     runs = published_runs(True, None)
     pred = validate(calibration, held_out=True, moe=None).set_index("run_id")
     return runs.assign(release=[source(r) for _, r in runs.iterrows()],
-                       predicted=pred.loc[runs["run_id"], "predicted_step_time_s"].to_numpy())
+                       predicted=pred.loc[runs["run_id"], "predicted_step_time_s"].to_numpy(),
+                       ddp_bucket_params=runs["ddp_bucket_params"].fillna(0))
 
 
 def paired_runs(differ: str = "gpu", calibration: Calibration = DEFAULT) -> pd.DataFrame:

@@ -304,15 +304,41 @@ def _simulate_buckets(grad, bucket, bwd, c_of):
 
 
 def test_bucketed_exposure_by_hand():
-    # 30 ms of communication in 5 buckets behind a 30 ms pass: each bucket waits for 6 ms
-    # of gradients and takes 6 ms, so only the last one is left: 6 ms
-    assert fabric.bucketed_exposed_s(30.0, 30.0, 5) == pytest.approx(6.0)
+    # 5 buckets of 6 ms behind a 30 ms pass: each waits for 6 ms of gradients and takes 6 ms,
+    # so only the last one is left: 6 ms
+    assert fabric.bucketed_exposed_s(6.0, 30.0, 5) == pytest.approx(6.0)
     assert fabric.bucketed_exposed_s(30.0, 30.0, 1) == pytest.approx(30.0)  # no overlap
-    assert fabric.bucketed_exposed_s(30.0, 20.0, np.inf) == pytest.approx(10.0)
     # too much to hide: the stream is busy from the first bucket on (4 + 40 - 20)
-    assert fabric.bucketed_exposed_s(40.0, 20.0, 5) == pytest.approx(24.0)
+    assert fabric.bucketed_exposed_s(8.0, 20.0, 5) == pytest.approx(24.0)
+    # an unbucketed earlier chunk (interleaved pipeline) leaves at the middle of the window:
+    # 12 ms sent from 10 ms, then two 3 ms buckets ready at 15 and 20 ms: 22 + 3 + 3 - 20
+    assert fabric.bucketed_exposed_s(3.0, 20.0, 2, chunks=2, chunk_s=12.0) == pytest.approx(8.0)
     assert fabric.megatron_default_bucket_params(10) == 40_000_000
     assert list(fabric.megatron_default_bucket_params([64, 512])) == [64_000_000, 512_000_000]
+
+
+def _simulate_pieces(bucket, window, k, chunks, chunk_s, passes):
+    pieces = []
+    for p in range(passes):
+        base = p * window
+        pieces += [(base + j * window / chunks, chunk_s) for j in range(1, chunks)]
+        pieces += [(base + (chunks - 1) * window / chunks + i * window / (chunks * k), bucket)
+                   for i in range(1, k + 1)]
+    end = 0.0
+    for ready, send in sorted(pieces):
+        end = max(end, ready) + send
+    return end - passes * window
+
+
+@pytest.mark.parametrize("bucket, window, k, chunks, chunk_s, passes", [
+    (1.0, 30.0, 5, 1, 0.0, 1), (9.0, 30.0, 5, 1, 0.0, 1), (2.0, 10.0, 3, 4, 2.5, 1),
+    (0.5, 10.0, 3, 4, 4.0, 1), (0.2, 10.0, 4, 4, 3.0, 1), (1.0, 8.0, 4, 1, 0.0, 3),
+    (3.0, 8.0, 4, 1, 0.0, 3), (0.5, 12.0, 2, 3, 5.0, 4), (4.0, 12.0, 2, 3, 1.0, 4)])
+def test_bucketed_exposure_matches_a_send_by_send_simulation(bucket, window, k, chunks,
+                                                             chunk_s, passes):
+    got = fabric.bucketed_exposed_s(bucket, window, k, chunks=chunks, chunk_s=chunk_s,
+                                    passes=passes)
+    assert got == pytest.approx(_simulate_pieces(bucket, window, k, chunks, chunk_s, passes))
 
 
 def test_bucket_tradeoff_closed_form_and_u_shape():
