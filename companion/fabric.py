@@ -390,23 +390,19 @@ def bucketed_exposed_s(bucket_s, window_s, n_buckets, *, chunks=1, chunk_s=0.0, 
     interleaved pipeline's later model chunks, which Megatron-Core does not bucket). Sends
     run one after another on one stream; the last bucket can only start when its window
     ends, so with one chunk and one pass the result is ``max(c, N c - window (1 - 1 / N))``
-    for N buckets of c seconds. Arrays broadcast. The latest-finishing send starts with the
-    first or the last piece of a part, in the first or the last pass, so those eight
-    candidates give the end exactly."""
+    for N buckets of c seconds. Arrays broadcast."""
     b, w, k = (np.asarray(x, dtype=float) for x in (bucket_s, window_s, n_buckets))
-    v, p_s, m = (np.asarray(x, dtype=float) for x in (chunks, chunk_s, passes))
-    one = (v - 1) * p_s + k * b  # one pass of sends
-    last_part = (v - 1) * w / v  # when the bucketed part begins
-    ends = []
-    for before in (0.0, m - 1):  # passes before this one
-        after = (m - 1 - before) * one  # the later passes' sends
-        start = before * w
-        if np.any(v > 1):
-            ends.append(np.where(v > 1, start + w / v + one + after, -np.inf))
-            ends.append(np.where(v > 1, start + last_part + p_s + k * b + after, -np.inf))
-        ends.append(start + last_part + w / (v * k) + k * b + after)
-        ends.append(start + w + b + after)
-    return np.maximum.reduce(ends) - m * w
+    v, m = np.asarray(chunks, dtype=float), np.asarray(passes, dtype=float)
+    p = np.asarray(chunk_s, dtype=float) * (v > 1)  # one chunk: no unbucketed pieces
+    one = (v - 1) * p + k * b  # one pass of sends
+    part = (v - 1) * w / v  # when the bucketed part of a pass begins
+    # the send that starts the longest unbroken run: the pass's first piece, the last
+    # unbucketed one, the first or the last bucket; a run that spans passes adds the
+    # backlog each later pass leaves (its sends beyond its window)
+    first = w / (v * np.where(v > 1, 1.0, k))
+    end = np.maximum(np.maximum(first + one, part + p + k * b),
+                     np.maximum(part + w / (v * k) + k * b, w + b))
+    return end - w + (m - 1) * np.maximum(0.0, one - w)
 
 
 @dataclass(frozen=True)

@@ -553,9 +553,12 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
         return bucketed_exposed_s(data / k + call_lat, window_s / passes, k, chunks=v,
                                   chunk_s=data + call_lat, passes=passes)
 
-    rs_x = exposed(rs, lat, per_rs * bwd_window, per_rs)
+    # the gradient stream: a reduce-scatter per pass (ZeRO 1-3) or one all-reduce (ZeRO 0)
+    sharded = z >= 1
+    grad_x = exposed(np.where(sharded, rs, grads), np.where(sharded, lat, 2 * lat),
+                     per_rs * bwd_window, per_rs)
     ag_x = exposed(ag, lat, np.where(z == 3, m * (fwd_window + bwd_window), fwd_window), per_ag)
-    return comm, np.where(z >= 1, rs_x + ag_x, exposed(grads, 2 * lat, bwd_window, 1))
+    return comm, grad_x + np.where(sharded, ag_x, 0.0)
 
 
 def _buckets(X, st, dp_cp):
