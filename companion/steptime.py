@@ -514,7 +514,9 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     them then and all-gathers the 16-bit parameters during the next forward pass
     (``--overlap-param-gather``). Stages 2 and 3 keep only a shard of the gradients, so they
     reduce-scatter after every microbatch's backward pass (DeepSpeed issue 2252), and stage 3
-    also gathers the parameters in every forward and backward pass."""
+    also gathers the parameters in every forward and backward pass. With the overlap on, each
+    goes out in buckets (:func:`_buckets`), every bucket a collective with its own latency,
+    and what the window cannot hide is :func:`companion.fabric.bucketed_exposed_s`."""
     t, d, c, e = X["tp"], X["dp"], X["cp"], X["ep"]
     gb, z = X["grad_bytes"], X["zero"]
     if "fp32_grads" in cal.off:
@@ -528,7 +530,8 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     rs, ag = 0.5 * grads, 0.5 * grads * 2 / gb  # reduce-scatter gb-byte grads, gather 2-byte
     per_rs = np.where((z >= 2) & ("zero" not in cal.off), m, 1)
     per_ag = np.where(z == 3, 2 * m, 1)
-    buckets = "buckets" not in cal.off
+    # without the overlap Megatron-Core makes one bucket of everything (bucket_size = None)
+    buckets = "buckets" not in cal.off and st.overlap_grad_reduce
     if buckets:
         v, k = _buckets(X, st, d * c)
         # every bucket is its own collective and pays its latency: half an all-reduce's for
@@ -540,7 +543,7 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
     comm = np.where(z >= 1, per_rs * rs + per_ag * ag, grads)
     if not st.overlap_grad_reduce:
         return comm, comm
-    if not buckets:  # one collective each, hidden up to its window
+    if not buckets:  # one collective each, hidden up to its window (mechanism switched off)
         return comm, np.where(z >= 1, np.maximum(0.0, per_rs * (rs - bwd_window))
                               + np.maximum(0.0, per_ag * ag - np.where(
                                   z == 3, m * (fwd_window + bwd_window), fwd_window)),
