@@ -368,10 +368,12 @@ def tail_latency(cluster_sizes, compute_s: float, comm_s: float = 0.0, *,
 
 
 def megatron_default_bucket_params(dp_cp):
-    """Megatron-Core's default DDP gradient bucket, in parameters: ``max(40000000, 1000000 x
-    dp)`` with dp the data-parallel size including context parallelism
-    (``megatron/core/distributed/distributed_data_parallel.py``: "larger DP sizes need larger
-    buckets to ensure collectives do not become latency-bound"). Arrays in, arrays out."""
+    """The default DDP gradient bucket, in parameters: ``max(40000000, 1000000 x dp)`` with dp
+    the data-parallel size including context parallelism, as Megatron-Bridge and Megatron-LM's
+    training loop (``megatron/training/training.py``) set it ("larger DP sizes need larger
+    buckets to ensure collectives do not become latency-bound",
+    ``distributed_data_parallel_config.py``). Megatron-Core's ``DistributedDataParallel`` on
+    its own uses its data-parallel group, without CP. Arrays in, arrays out."""
     return np.maximum(40_000_000, 1_000_000 * np.asarray(dp_cp))
 
 
