@@ -136,7 +136,7 @@ def _run_stack(software: str, grad_bytes, graphs, ep_overlap=None, dispatcher=No
                attention=None, bucket=None) -> Stack:
     st = stack(software)
     if _given(bucket):
-        st = replace(st, ddp_bucket_params=int(bucket))
+        st = replace(st, ddp_bucket_params=bucket)  # Stack checks it and makes it an int
     if _given(attention):
         st = replace(st, attention_kernel=str(attention))
     if _given(grad_bytes):

@@ -297,10 +297,7 @@ def test_tail_latency_bad_input():
 # --- gradient buckets ---------------------------------------------------------------------
 def _simulate_buckets(grad, bucket, bwd, c_of):
     nb = math.ceil(grad / bucket)
-    c, end = c_of(grad / nb), 0.0
-    for i in range(1, nb + 1):
-        end = max(end, i * bwd / nb) + c
-    return end - bwd
+    return _simulate_pieces(c_of(grad / nb), bwd, nb, 1, 0.0, 1)
 
 
 def test_bucketed_exposure_by_hand():
