@@ -97,6 +97,27 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   that the pair cannot separate, so 2.5 ms is an upper bound on the sync alone. One value
   per layer whatever the microbatch: a larger microbatch gives the GPU longer kernels to
   hide the host behind, which this does not model.
+- ``overlap_host_kernel_s`` 92 us: the host's time per kernel when Megatron-Core's batch-level
+  expert overlap runs eager, a floor under each layer's time. The overlap's schedule
+  (``TransformerLayerSchedulePlan.run``, above) issues one microbatch's forward sub-modules
+  and the other's backward ones from Python, layer by layer, and the dispatcher's host sync
+  (``moe_sync_s``) drains the queue once a layer; without the overlap the backward pass runs
+  from the autograd engine with no sync and the host stays ahead. So an eager overlapped
+  layer takes at least the host's time to issue its kernels: ``KERNELS_PER_LAYER`` and the
+  FP8 casts (forward, recompute and backward) plus six GEMMs per local expert
+  (``companion.moe.EXPERT_GEMMS``), each paying this constant. NVIDIA turned the overlap off
+  where it hit this ("Disable moe_a2a_overlap due to CPU overhead", Megatron-Bridge PR 1760,
+  Qwen3-235B-A22B on B200; "On B300 ... moe_a2a_overlap and VP degraded perf", issue 3399).
+  Set on the pair of that PR (:data:`companion.validation.OVERLAP_HOST_PAIR`, its two rows
+  the constant's only fitting rows): 64 B200s, TP1 PP8 EP8 (16 local experts), microbatch 1,
+  20.1 s with the overlap and two virtual stages, 16.9 s without either, 1.19x; 92 us
+  reproduces it (:func:`companion.validation.fitted_overlap_host_kernel_s`). It is far
+  above a kernel launch (``kernel_gap_s``): what it prices per kernel is the Python module,
+  dispatcher and event work around each one, counted per kernel. Whole-step CUDA graphs remove
+  it (``Stack.cuda_graphs``); partial graphs (attention, router) are not priced, so it is
+  an upper bound for recipes that use them. Not measured: the host CPU (a B300 cluster's
+  run recovered a "60% performance regression compared to Prenyx (B200)" by binding the
+  CPU's priority cores, Megatron-Bridge PR 1928); one value serves every host.
 - ``attention_efficiency`` is the fallback for GPUs without a published fused-attention
   record; :func:`attention_fraction` reads ``kind == "attention"`` rows of
   ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
@@ -159,9 +180,9 @@ from companion.roofline import gemm_time_arrays
 #: the overlap slowdown, kernel gaps, RoPE and cross-entropy bytes, ZeRO-2/3's per-microbatch
 #: reduce-scatter with the backward-only overlap window, FP32 gradient reduction, the MoE
 #: dispatcher's host sync, data-parallel gradient buckets (the last one exposed, each paying
-#: its latency).
+#: its latency), the host pace of an eager expert-overlap layer.
 MECHANISMS = ("sustained", "attention", "overlap", "launch", "memory", "zero", "fp32_grads",
-              "host", "buckets")
+              "host", "buckets", "overlap_host")
 
 
 @dataclass(frozen=True)
@@ -178,6 +199,7 @@ class Calibration:
     graph_gap_s: float = 1.0e-6
     ep_overlap_hidden: float = 0.82
     moe_sync_s: float = 2.5e-3
+    overlap_host_kernel_s: float = 92e-6
     off: frozenset = frozenset()
 
     def __post_init__(self):

@@ -39,7 +39,8 @@ class Estimate:
     Times are seconds per step on the critical pipeline stage. ``*_comm_s`` is the time a
     collective takes, ``*_exposed_s`` the part not hidden behind compute; the step time is
     the sum of gemm, attention, elementwise, recompute, kernel launch gaps (``launch_s``), the
-    GPU's idle time at the MoE dispatcher's host syncs (``moe_sync_s``),
+    GPU's idle time at the MoE dispatcher's host syncs (``moe_sync_s``) and while the host
+    issues an eager expert-overlap layer (``overlap_host_s``),
     the slowdown overlapped collectives cause (``overlap_slowdown_s``), the exposed parts, the
     pipeline point-to-point sends and bubble, and the optimizer. MFU counts model FLOPs in the
     convention ``flop_convention`` against ``peak_flops``, the dense peak at the layout's
@@ -89,6 +90,7 @@ class Estimate:
     launch_s: float = 0.0
     overlap_slowdown_s: float = 0.0
     moe_sync_s: float = 0.0
+    overlap_host_s: float = 0.0
     step_time_low_s: float = float("nan")
     step_time_high_s: float = float("nan")
     band_basis: str = "no band computed"
@@ -97,7 +99,7 @@ class Estimate:
     def breakdown(self) -> dict:
         """The parts that add up to the step time (seconds)."""
         keys = ("gemm_s", "attention_s", "elementwise_s", "recompute_s", "launch_s",
-                "moe_sync_s", "overlap_slowdown_s", "tp_exposed_s", "cp_exposed_s", "ep_exposed_s",
+                "moe_sync_s", "overlap_host_s", "overlap_slowdown_s", "tp_exposed_s", "cp_exposed_s", "ep_exposed_s",
                 "pp_p2p_s", "bubble_s", "dp_exposed_s", "optimizer_s")
         return {k: getattr(self, k) for k in keys}
 

@@ -332,11 +332,12 @@ def layout_of(row, precision: str = "bf16") -> Layout:
 
 _PARTS = {"gemm_s": "GEMM", "attention_s": "attention", "elementwise_s": "elementwise",
           "recompute_s": "recompute", "launch_s": "kernel gaps", "moe_sync_s": "MoE host sync",
+          "overlap_host_s": "EP overlap host-bound",
           "overlap_slowdown_s": "overlap slowdown", "tp_exposed_s": "TP comm",
           "cp_exposed_s": "CP comm", "ep_exposed_s": "EP comm", "pp_p2p_s": "PP sends",
           "bubble_s": "bubble", "dp_exposed_s": "DP comm", "optimizer_s": "optimizer"}
 # the costs a layout choice can remove (GEMM, attention and elementwise work it cannot)
-_EXPOSED = ("recompute_s", "launch_s", "moe_sync_s", "overlap_slowdown_s", "tp_exposed_s", "cp_exposed_s",
+_EXPOSED = ("recompute_s", "launch_s", "moe_sync_s", "overlap_host_s", "overlap_slowdown_s", "tp_exposed_s", "cp_exposed_s",
             "ep_exposed_s", "pp_p2p_s", "bubble_s", "dp_exposed_s", "optimizer_s")
 
 

@@ -342,8 +342,32 @@ CE_BYTES = {True: 6, False: 52}
 # residual-gradient adds and two spares for the collectives. FP8/FP4 add a cast per GEMM input (forward) and a cast and
 # transpose per gradient (backward); current scaling an amax reduction before each cast.
 KERNELS_PER_LAYER = (12, 24)
+#: GEMM launches per local expert, forward and backward (:data:`companion.moe.EXPERT_GEMMS`)
+EXPERT_GEMMS_PER_LAYER = sum(moe.EXPERT_GEMMS)
 CAST_KERNELS_PER_LAYER = (4, 8)
 AMAX_KERNELS_PER_LAYER = (4, 4)
+
+
+def layer_kernels(precision: str, st) -> tuple[int, int]:
+    """Kernels one layer launches per microbatch, (forward, backward): ``KERNELS_PER_LAYER``,
+    plus the casts of FP8/FP4 GEMM inputs and, with current scaling, their amax reductions."""
+    kf, kb = KERNELS_PER_LAYER
+    if precision in ("fp8", "fp4"):
+        kf, kb = kf + CAST_KERNELS_PER_LAYER[0], kb + CAST_KERNELS_PER_LAYER[1]
+        if st.fp8_scaling == "current":
+            kf, kb = kf + AMAX_KERNELS_PER_LAYER[0], kb + AMAX_KERNELS_PER_LAYER[1]
+    return kf, kb
+
+
+def overlap_host_kernels(model, precision: str, st, ep, recompute=0):
+    """Kernels the host issues for one layer and microbatch under the batch-level expert
+    overlap: the layer's (:func:`layer_kernels`; its forward again under full recomputation,
+    ``recompute`` 2) and, for the MoE share of the layers, six GEMMs per local expert
+    (:data:`companion.moe.EXPERT_GEMMS`). ``ep`` and ``recompute`` numbers or arrays."""
+    kf, kb = layer_kernels(precision, st)
+    fm = model.moe_layers / model.layers
+    return (kf * (1 + (np.asarray(recompute) == 2)) + kb
+            + fm * EXPERT_GEMMS_PER_LAYER * (model.experts // np.asarray(ep)))
 
 
 def _one_skew(X) -> float:
@@ -386,7 +410,6 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
             + (up * ffn / t + rope) * tokens) / hbm
     score_f, score_b = 4.5 * score_b / hbm, 5.5 * score_b / hbm  # 9 and 11 bytes per score
     cast, cast_b = 0.0, 0.0
-    kf, kb = KERNELS_PER_LAYER
     if precision in ("fp8", "fp4"):  # Transformer Engine quantizes every GEMM input
         # an MoE layer quantizes each dispatched copy: its experts' FC1 reads top_k copies of
         # the hidden vector (and a shared expert one more) where a dense MLP reads one, and
@@ -410,9 +433,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
         else:  # a byte budget: 3 bytes forward, 5 backward, per forward input
             cast = (FP8_CAST_BYTES + amax) * gemm_in / hbm
             cast_b = (FP8_CAST_BWD_BYTES + amax) * gemm_in / hbm
-        kf, kb = kf + CAST_KERNELS_PER_LAYER[0], kb + CAST_KERNELS_PER_LAYER[1]
-        if amax:
-            kf, kb = kf + AMAX_KERNELS_PER_LAYER[0], kb + AMAX_KERNELS_PER_LAYER[1]
+    kf, kb = layer_kernels(precision, st)
     gap = 0.0 if "launch" in cal.off else cal.graph_gap_s if st.cuda_graphs else cal.kernel_gap_s
     fwd = gemm + core + elem + score_f + cast
     bwd = gemm_b + core_bwd + 2 * elem + score_b + cast_b
@@ -463,6 +484,15 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     sync = 0.0 if st.cuda_graphs or "host" in cal.off else (
         fm * cal.moe_sync_s * (1 + _reruns_moe(rc)))
     per_layer = fwd + bwd + rec + tp_x + cp_x + ep_x + launch + overlap + sync
+    # The batch-level overlap issues one microbatch's forward sub-modules and the other's
+    # backward ones from Python, layer by layer, and the dispatcher's host sync drains the
+    # queue every layer: eager, the host cannot run ahead, so a layer takes at least the
+    # host's time to issue its kernels (each local expert's GEMMs among them).
+    host_x = 0.0
+    if st.overlap_ep and model.is_moe and not st.cuda_graphs and "overlap_host" not in cal.off:
+        kernels = overlap_host_kernels(model, precision, st, e, rc)
+        host_x = np.maximum(0.0, kernels * cal.overlap_host_kernel_s - per_layer)
+        per_layer = per_layer + host_x
     # The last stage runs the output layer and the loss. Where the split gives the loss a
     # layer's slot (Megatron's account_for_loss_in_pipeline_split) it holds one layer fewer,
     # and the slowest stage is whichever of it and a full middle stage takes longer.
@@ -498,6 +528,7 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
                                      + cast + cast_b) + m * out * ce,
         "recompute_s": n_layers * rec,
         "launch_s": n_layers * launch, "moe_sync_s": n_layers * sync,
+        "overlap_host_s": n_layers * host_x,
         "overlap_slowdown_s": n_layers * overlap + dp_overlap,
         "tp_comm_s": n_layers * tp_comm, "tp_exposed_s": n_layers * tp_x,
         "cp_comm_s": n_layers * cp_comm, "cp_exposed_s": n_layers * cp_x,

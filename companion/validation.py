@@ -4,7 +4,8 @@ uncertainty.
 :func:`published_runs` reads ``data/published_runs.csv``; :func:`validate` prices every row with
 :func:`companion.estimator.price`. Which rows set which constant is explicit: :func:`role` says
 ``fit`` (Korthikanti et al. 2022, Table 5: the one fitted constant, ``gemm_in_training``; and
-the four H100 runs of :data:`EP_OVERLAP_PAIRS`, which set ``ep_overlap_hidden``), ``check``
+the MoE pairs of :data:`MOE_FITTING`: four H100 runs that set ``ep_overlap_hidden`` and two
+B200 runs that set ``overlap_host_kernel_s``), ``check``
 (Narayanan et al. 2021, Table 1: predicted with the fitted value, never used to set it) or
 ``held out`` (everything else: no constant was set on them).
 :func:`cross_validation` refits the fitted constant with each source left out in turn and
@@ -47,8 +48,8 @@ def published_runs(held_out: bool | None = False, moe: bool | None = False) -> p
     reports throughput and ``step_time_derived`` saying which rows were converted.
 
     ``held_out=False`` (default) gives the runs a constant was set on or checked against: the
-    A100 runs of Korthikanti et al. 2022 Table 5 and Narayanan et al. 2021 Table 1, and the four
-    H100 expert-overlap runs of ``companion.validation.EP_OVERLAP_PAIRS``; ``held_out=True``
+    A100 runs of Korthikanti et al. 2022 Table 5 and Narayanan et al. 2021 Table 1, and the six
+    expert-overlap runs of ``companion.validation.MOE_FITTING``; ``held_out=True``
     gives the later runs (H100 to GB300) that were never used to set anything; ``None`` both.
     Tokens/s per GPU converts exactly: GBS x sequence / (tokens/s/GPU x GPUs). TFLOP/s per GPU
     converts with the source's own FLOP count: the row's ``source_gflops_per_token`` where the
@@ -56,8 +57,8 @@ def published_runs(held_out: bool | None = False, moe: bool | None = False) -> p
     else column ``flop_convention``: Narayanan et al.'s formula for their rows,
     :func:`companion.steptime.model_flops_per_token` for the others.
     ``moe`` picks a family: dense runs (False, default), mixture-of-experts runs (True, the
-    chapter "Expert parallelism" validates them) or both (None); every MoE run but the four
-    expert-overlap fitting runs is held out (the four come with ``held_out=False, moe=True``
+    chapter "Expert parallelism" validates them) or both (None); every MoE run but the six
+    expert-overlap fitting runs is held out (the six come with ``held_out=False, moe=True``
     or ``moe=None``), and :func:`cross_validation` never fits ``gemm_in_training`` on one.
     """
     if held_out is not None and not isinstance(held_out, bool):
@@ -283,19 +284,27 @@ EP_OVERLAP_PAIRS = (("mcore_modelzoo_h100_qwen3_235b_ep32_deepep",
                      "mcore_modelzoo_h100_qwen3_235b_ep32_deepep_overlap"),
                     ("bridgepr3862_h100_qwen3_30b_a3b_16_bf16_alltoall",
                      "bridgepr3862_h100_qwen3_30b_a3b_16_bf16_alltoall_overlap"))
-#: the runs of :data:`EP_OVERLAP_PAIRS`: the MoE family's fitting rows
+#: the runs of :data:`EP_OVERLAP_PAIRS`
 EP_OVERLAP_FITTING = tuple(run for pair in EP_OVERLAP_PAIRS for run in pair)
+#: MoE: ``overlap_host_kernel_s``, from Megatron-Bridge pull request 1760's pair, (without,
+#: with): Qwen3-235B-A22B on 64 B200, 16.9 s after the PR turned the expert overlap (and
+#: virtual stages) off "due to CPU overhead", 20.1 s before (the 25.11 table's run).
+OVERLAP_HOST_PAIR = ("bridgepr1760_b200_qwen3_235b_a22b_fp8mx",
+                     "bridge2511_b200_qwen3_235b_a22b_fp8mx")
+#: the MoE family's fitting rows: no fold refits their constants, so their residuals are
+#: in-sample and bands skip them
+MOE_FITTING = EP_OVERLAP_FITTING + OVERLAP_HOST_PAIR
 
 
 def role(row) -> str:
-    """``fit`` for the fitting subsets (Korthikanti et al. 2022, Table 5; the expert-overlap
-    pair :data:`companion.validation.EP_OVERLAP_FITTING`), ``check`` for Narayanan et al.
+    """``fit`` for the fitting subsets (Korthikanti et al. 2022, Table 5; the MoE pairs
+    :data:`companion.validation.MOE_FITTING`), ``check`` for Narayanan et al.
     2021, Table 1 (predicted with the fitted constant), ``held out`` for the rest (no
     constant was set on them)."""
     if bool(row["held_out"]):
         return "held out"
     rid = str(row["run_id"])
-    return "fit" if rid.startswith("korthikanti") or rid in EP_OVERLAP_FITTING else "check"
+    return "fit" if rid.startswith("korthikanti") or rid in MOE_FITTING else "check"
 
 
 def source(row) -> str:
@@ -376,8 +385,9 @@ def _cross_validation(calibration: Calibration) -> pd.DataFrame:
     # the production prediction (the fitting subset's constant), next to the folds'
     out["predicted_step_time_s"] = lin["a"] + lin["b"] / calibration.gemm_in_training
     out["error_pct"] = 100 * (out["predicted_step_time_s"] / out["measured_step_time_s"] - 1)
-    # no fold fits gemm_in_training on an MoE run (the four expert-overlap fitting runs set
-    # ep_overlap_hidden, which no fold refits: their residuals are in-sample, and bands skip them)
+    # no fold fits gemm_in_training on an MoE run (the MoE fitting runs set ep_overlap_hidden
+    # and overlap_host_kernel_s, which no fold refits: their residuals are in-sample, and bands
+    # skip them)
     dense = lin["moe"] == "dense"
     for src in lin["source"].unique():
         mask = lin["source"] == src
@@ -460,6 +470,31 @@ def _grid_fit(grid, model_ratio, measured: float) -> float:
     return float(grid[np.argmin(np.abs(np.array([model_ratio(x) for x in grid]) - measured))])
 
 
+def overlap_host_measured() -> float:
+    """The measured step of :data:`OVERLAP_HOST_PAIR`'s run with the expert overlap over the
+    one without: 20.05 s / 16.9 s."""
+    runs = published_runs(False, moe=True).set_index("run_id")["measured_step_time_s"]
+    without, with_ = OVERLAP_HOST_PAIR
+    return float(runs[with_] / runs[without])
+
+
+def overlap_host_ratio(kernel_s: float, calibration: Calibration = DEFAULT) -> float:
+    """The model's step of :data:`OVERLAP_HOST_PAIR`'s run with the expert overlap over the
+    one without, when the host takes ``kernel_s`` per kernel of an eager overlapped layer."""
+    runs = published_runs(False, moe=True).set_index("run_id")
+    cal = replace(calibration, overlap_host_kernel_s=kernel_s)
+    without, with_ = (_price_row(runs.loc[r], cal).step_time_s for r in OVERLAP_HOST_PAIR)
+    return with_ / without
+
+
+def fitted_overlap_host_kernel_s(calibration: Calibration = DEFAULT) -> float:
+    """``overlap_host_kernel_s`` refitted on :data:`OVERLAP_HOST_PAIR` alone: the value (to
+    1 us) at which :func:`overlap_host_ratio` comes nearest :func:`overlap_host_measured`.
+    The default calibration carries it (a test pins that)."""
+    return _grid_fit(np.round(np.arange(0.0, 200.5e-6, 1e-6), 7),
+                     lambda k: overlap_host_ratio(k, calibration), overlap_host_measured())
+
+
 #: MoE: ``moe_sync_s``, from Megatron-LM's paired Qwen3-30B-A3B recipes on 16 GB200s
 #: (``data/published_measurements.csv``): the dispatcher eager (partial CUDA graphs) and the
 #: whole step in one CUDA graph with the sync-free paged stash.
@@ -529,7 +564,7 @@ def _gpu_keys(names) -> list:
 def _computed_band(key: str, gen: str, precision: str,
                    family: str = "dense") -> tuple[float, float, str]:
     cv = _cross_validation(DEFAULT)
-    cv = cv[~cv["run_id"].isin(EP_OVERLAP_FITTING)]  # in-sample: no fold refits their constant
+    cv = cv[~cv["run_id"].isin(MOE_FITTING)]  # in-sample: no fold refits their constants
     same = cv[cv["moe"] == family]
     mine = same[(np.array(_gpu_keys(same["gpu"])) == key) & (same["precision"] == precision)]
     # each candidate with the fewest runs it needs: a GPU's own runs set its band only with
@@ -738,4 +773,6 @@ __all__ = ["mechanism_table", "MECHANISM_STEPS", "paired_runs", "PAIR_FACTORS", 
            "fitted_ep_overlap_hidden", "ep_overlap_grid", "ep_overlap_alone", "EP_OVERLAP_GRID",
            "MOE_SYNC_FITTING", "moe_sync_measured",
            "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",
-           "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "EP_OVERLAP_PAIRS", "ROLES"]
+           "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "EP_OVERLAP_PAIRS", "ROLES",
+           "OVERLAP_HOST_PAIR", "MOE_FITTING", "overlap_host_measured", "overlap_host_ratio",
+           "fitted_overlap_host_kernel_s"]

@@ -19,6 +19,7 @@ from .. import hardware, moe, parallel, validation
 from ..calibration import DEFAULT
 from ..machine import Cluster, cluster
 from ..model import Layout, preset
+from ..steptime import overlap_host_kernels
 from .core import Choice
 
 #: The seed's 1.7T MoE on 128 full NVL72 racks: TP4 PP8 CP2 VPP2, expert TP 1 so that any EP up
@@ -214,6 +215,40 @@ def sync_fit() -> dict:
     return {"sync_s": DEFAULT.moe_sync_s, "measured_ratio": validation.moe_sync_measured()}
 
 
+def overlap_host_fit() -> dict:
+    """The expert overlap's host-pace constant and what it stands against, Megatron-Bridge
+    pull request 1760's pair (:data:`companion.validation.OVERLAP_HOST_PAIR`): ``kernel_s``
+    (the calibration's ``overlap_host_kernel_s``), the measured steps with and without the
+    overlap (``with_s``, ``without_s``) and their ratio, the model's ratio with the constant
+    and with the floor switched off (``unpriced_ratio``), and the kernels one of the pair's
+    layers issues per microbatch (``layer_kernels``) with the floor they make (``layer_s``)."""
+    without, with_ = validation.OVERLAP_HOST_PAIR
+    runs = parallel.published_runs(False, moe=True).set_index("run_id")
+    row = runs.loc[with_]
+    kernels = int(overlap_host_kernels(preset(row["model"]), row["precision"],
+                                       validation.run_stack(row), int(row["ep"])))
+    return {"kernel_s": DEFAULT.overlap_host_kernel_s,
+            "with_s": float(row["measured_step_time_s"]),
+            "without_s": float(runs.loc[without, "measured_step_time_s"]),
+            "measured_ratio": validation.overlap_host_measured(),
+            "model_ratio": validation.overlap_host_ratio(DEFAULT.overlap_host_kernel_s),
+            "unpriced_ratio": validation.overlap_host_ratio(0.0),
+            "layer_kernels": kernels, "layer_s": kernels * DEFAULT.overlap_host_kernel_s}
+
+
+def overlap_host_bound() -> list:
+    """The published runs (held out or not) on which the expert overlap's host pace binds:
+    their step is longer with it than with it switched off."""
+    runs = parallel.published_runs(None, moe=True)
+    return [r["run_id"] for _, r in runs.iterrows()
+            if validation.run_stack(r).overlap_ep and validation.run_estimate(r).overlap_host_s > 0]
+
+
+def without_overlap_host():
+    """The default calibration with the expert overlap's host pace switched off."""
+    return replace(DEFAULT, off=DEFAULT.off | {"overlap_host"})
+
+
 def with_ep_overlap_hidden(hidden: float):
     """The default calibration with ``ep_overlap_hidden`` set to ``hidden``."""
     return replace(DEFAULT, ep_overlap_hidden=hidden)
@@ -243,4 +278,5 @@ __all__ = ["SEED_MODEL", "SEED_GPU", "SEED_GPUS", "SEED_LAYOUT", "DOMAINS", "EP_
            "copies_table", "sensitivity_frame", "grouped_gemm_frame", "SEED_MOE_MACHINES",
            "SEED_MOE_BATCH", "seed_moe_outcomes", "seed_moe_table", "MOE_MODELS",
            "validation_frame", "overlap_by_local_experts", "ep_overlap_fit", "sync_fit", "without_sync",
+           "overlap_host_fit", "overlap_host_bound", "without_overlap_host",
            "error_summary", "system_of"]
