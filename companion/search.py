@@ -313,7 +313,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     frame.attrs.update(candidates=n, feasible=int(fits.sum()), model=model.name,
                        gpu=g.name, cluster=cl.name, stack=st.name,
                        attention_kernel=st.attention_kernel,
-                       ddp_bucket_params=st.ddp_bucket_params, precision=precision,
+                       ddp_bucket_params=st.ddp_bucket_params, ep_overlap=st.overlap_ep,
+                       cuda_graphs=st.cuda_graphs, precision=precision,
                        flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
                        band_basis=basis)
     return frame
@@ -332,7 +333,7 @@ def layout_of(row, precision: str = "bf16") -> Layout:
 
 _PARTS = {"gemm_s": "GEMM", "attention_s": "attention", "elementwise_s": "elementwise",
           "recompute_s": "recompute", "launch_s": "kernel gaps", "moe_sync_s": "MoE host sync",
-          "overlap_host_s": "EP overlap host-bound",
+          "overlap_host_s": "EP host floor",
           "overlap_slowdown_s": "overlap slowdown", "tp_exposed_s": "TP comm",
           "cp_exposed_s": "CP comm", "ep_exposed_s": "EP comm", "pp_p2p_s": "PP sends",
           "bubble_s": "bubble", "dp_exposed_s": "DP comm", "optimizer_s": "optimizer"}
@@ -422,6 +423,13 @@ def main(argv=None) -> int:
     p.add_argument("--bucket-params", default=None,
                    help="parameters per data-parallel gradient bucket (Megatron-Core's "
                         "bucket_size); default max(40,000,000, 1,000,000 x DP x CP)")
+    p.add_argument("--ep-overlap", action="store_true",
+                   help="hide the expert all-to-all behind the other microbatch's compute "
+                        "(Megatron-Core's --overlap-moe-expert-parallel-comm, Megatron-Bridge's "
+                        "moe_a2a_overlap); eager, each layer then waits for the host")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="capture the whole step in CUDA graphs: 1 us kernel gaps, no MoE host "
+                        "syncs, no host floor under the expert overlap")
     p.add_argument("--uneven-stages", action="store_true", help="allow PP not dividing layers")
     p.add_argument("--embedding-loss-slots", action="store_true",
                    help="also try pipelines where pp x vpp divides layers + 2: the embedding "
@@ -443,6 +451,9 @@ def main(argv=None) -> int:
         if args.bucket_params is not None:
             software = replace(software, ddp_bucket_params=_count(
                 "--bucket-params", 1, 10**12)(args.bucket_params))
+        if args.ep_overlap or args.cuda_graphs:
+            software = replace(software, overlap_ep=software.overlap_ep or args.ep_overlap,
+                               cuda_graphs=software.cuda_graphs or args.cuda_graphs)
         frame = search(args.model, args.gpu, gpus, batch, system=args.system,
                        software=software, precision=args.precision,
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
@@ -471,6 +482,10 @@ def main(argv=None) -> int:
     kernel = "" if a["attention_kernel"] == "cudnn" else f", {a['attention_kernel']} attention"
     if a["ddp_bucket_params"]:
         kernel += f", gradient buckets of {a['ddp_bucket_params']:,} parameters"
+    if a["ep_overlap"]:
+        kernel += ", expert overlap"
+    if a["cuda_graphs"]:
+        kernel += ", whole-step CUDA graphs"
     print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}{kernel}, "
           f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit")
     if frame.empty:

@@ -683,3 +683,23 @@ def test_moe_helpers_keep_array_inputs_and_values():
     assert saved.shape == (2,) and saved[0] > saved[1]
     moe.check_expert_layout(preset("mixtral-8x7b"), 2, 1)
     assert moe.max_skew(8, 2) == 4.0 and moe.check_skew(4, 8, 2) == 4
+
+
+def test_plan_takes_the_expert_overlap_and_whole_step_graphs(capsys):
+    # the planner prices the recipe choices the published runs differ in: the expert overlap
+    # (Megatron-Bridge's moe_a2a_overlap) and whole-step CUDA graphs (cuda_graph_impl
+    # "full_iteration"), each named in the header and kept in the JSON
+    import json
+    from companion.search import main
+    argv = ["--model", "qwen3-30b-a3b", "--gpu", "B200", "--gpus", "8", "--global-batch", "64",
+            "--precision", "fp8", "--software", "megatron-bridge", "--top", "1"]
+    assert main(argv) == 0
+    assert "expert overlap" not in capsys.readouterr().out
+    assert main(argv + ["--ep-overlap", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "megatron-bridge, expert overlap, fp8" in out and "EP host floor" in out
+    assert main(argv + ["--ep-overlap", "--cuda-graphs", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["ep_overlap"] and plan["cuda_graphs"]
+    # whole-step graphs: no host sync and no host floor left to pay
+    assert plan["layouts"][0]["moe_sync_s"] == 0 and plan["layouts"][0]["overlap_host_s"] == 0

@@ -26,7 +26,7 @@ DAY_S = 86400.0
 PARTS = {"gemm_s": "GEMMs", "attention_s": "Attention core", "elementwise_s": "Elementwise",
          "recompute_s": "Recomputation", "launch_s": "Kernel gaps",
          "moe_sync_s": "MoE dispatcher host sync",
-         "overlap_host_s": "EP overlap, host-bound",
+         "overlap_host_s": "EP overlap, host floor",
          "overlap_slowdown_s": "Overlap slowdown", "tp_exposed_s": "TP/SP comm, exposed",
          "cp_exposed_s": "CP comm, exposed", "ep_exposed_s": "EP all-to-all, exposed",
          "pp_p2p_s": "PP sends", "bubble_s": "PP bubble", "dp_exposed_s": "DP reduce, exposed",
