@@ -61,8 +61,8 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   backward beside attention forward, dispatch forward and backward beside the expert MLP's
   backward and forward, the combine forward beside attention backward; a transfer longer than
   its partner stays exposed. Set on the two published pairs of one layout run without and
-  with the overlap (:data:`companion.validation.EP_OVERLAP_PAIRS`, the MoE family's only
-  ``fit`` rows; every other MoE run stays held out): the Megatron-MoE model zoo's
+  with the overlap (:data:`companion.validation.EP_OVERLAP_PAIRS`, four of the MoE family's
+  six ``fit`` rows, the other two bound ``overlap_host_kernel_s``): the Megatron-MoE model zoo's
   Qwen3-235B-A22B on 256 H100s, TP2 EP32 with DeepEP, 19.7 s without and 17.6 s with it
   ("+1f1b overlap"), 1.12x; and Megatron-Bridge pull request 3862's Qwen3-30B-A3B on 16
   H100s, TP1 EP16 across two nodes with the NCCL all-to-all dispatcher, 41.25 s without and
@@ -76,8 +76,8 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   alone would set 0.63 and 0.92 (0.47 and 0.92 before the kernel order was priced). What
   makes the DeepEP pair hide less is not measured here: DeepEP's kernels take SMs from the
   compute they overlap (the model zoo's overlap run also reserves 24 SMs from the norms,
-  ``NVTE_*_LAYERNORM_SM_MARGIN=24``), and Megatron-Bridge PR 1760 turned the overlap off on
-  B200 "due to CPU overhead".
+  ``NVTE_*_LAYERNORM_SM_MARGIN=24``); the host floor (``overlap_host_kernel_s``) binds on
+  neither pair.
 - ``moe_sync_s`` 2.5 ms: the time the GPU idles per MoE layer forward (and per recompute of
   one) because the token dispatcher blocks the host. Megatron-Core's all-to-all dispatcher
   copies the routing counts to the host and waits on them once per MoE layer forward
@@ -97,27 +97,35 @@ the check, not the fit. ``tests/test_parallel.py`` pins both.
   that the pair cannot separate, so 2.5 ms is an upper bound on the sync alone. One value
   per layer whatever the microbatch: a larger microbatch gives the GPU longer kernels to
   hide the host behind, which this does not model.
-- ``overlap_host_kernel_s`` 92 us: the host's time per kernel when Megatron-Core's batch-level
+- ``overlap_host_kernel_s`` 84 us: the host's time per kernel when Megatron-Core's batch-level
   expert overlap runs eager, a floor under each layer's time. The overlap's schedule
   (``TransformerLayerSchedulePlan.run``, above) issues one microbatch's forward sub-modules
   and the other's backward ones from Python, layer by layer, and the dispatcher's host sync
   (``moe_sync_s``) drains the queue once a layer; without the overlap the backward pass runs
   from the autograd engine with no sync and the host stays ahead. So an eager overlapped
-  layer takes at least the host's time to issue its kernels: ``KERNELS_PER_LAYER`` and the
-  FP8 casts (forward, recompute and backward) plus six GEMMs per local expert
-  (``companion.moe.EXPERT_GEMMS``), each paying this constant. NVIDIA turned the overlap off
-  where it hit this ("Disable moe_a2a_overlap due to CPU overhead", Megatron-Bridge PR 1760,
-  Qwen3-235B-A22B on B200; "On B300 ... moe_a2a_overlap and VP degraded perf", issue 3399).
-  Set on the pair of that PR (:data:`companion.validation.OVERLAP_HOST_PAIR`, its two rows
-  the constant's only fitting rows): 64 B200s, TP1 PP8 EP8 (16 local experts), microbatch 1,
-  20.1 s with the overlap and two virtual stages, 16.9 s without either, 1.19x; 92 us
-  reproduces it (:func:`companion.validation.fitted_overlap_host_kernel_s`). It is far
-  above a kernel launch (``kernel_gap_s``): what it prices per kernel is the Python module,
-  dispatcher and event work around each one, counted per kernel. Whole-step CUDA graphs remove
-  it (``Stack.cuda_graphs``); partial graphs (attention, router) are not priced, so it is
-  an upper bound for recipes that use them. Not measured: the host CPU (a B300 cluster's
-  run recovered a "60% performance regression compared to Prenyx (B200)" by binding the
-  CPU's priority cores, Megatron-Bridge PR 1928); one value serves every host.
+  layer takes at least the host's time to issue its kernels
+  (:func:`companion.steptime.overlap_host_kernels`: ``KERNELS_PER_LAYER`` and the FP8 casts
+  plus each local expert's six GEMMs, ``companion.moe.EXPERT_GEMMS``), each paying this
+  constant. NVIDIA turned the overlap off where it hit this ("Disable moe_a2a_overlap due to
+  CPU overhead", Megatron-Bridge PR 1760, Qwen3-235B-A22B on 64 B200s; "On B300 ...
+  moe_a2a_overlap and VP degraded perf", issue 3399). Megatron-Bridge runs the overlap only
+  with EP > 1, with virtual pipeline stages whenever PP > 1 and without full recomputation
+  (the assertions of ``src/megatron/bridge/training/comm_overlap.py``). Set as a bound on the
+  two runs of that PR with the overlap (:data:`companion.validation.OVERLAP_HOST_FITTING`,
+  the constant's only fitting rows; the runs without it set nothing): a floor cannot be
+  longer than the run it sits under, so the value is the smallest of what each allows, its
+  measured step over the kernels it issued (:func:`companion.validation.overlap_host_bounds`):
+  MXFP8, TP1 PP8 VP2 EP8 (16 local experts), microbatch 1, 20.05 s (the PR says 20.1 s),
+  91 us; BF16, the same with its own kernels, 17.2 s, 85 us; rounded down, 84 us
+  (:func:`companion.validation.fitted_overlap_host_kernel_s`). A bound, not a fit: the model
+  still puts the pairs' steps 1.08x (MXFP8) and 0.96x (BF16) apart where the PR measured
+  1.19x and 1.08x (:func:`companion.validation.overlap_host_pairs`). It is far above a kernel
+  launch (``kernel_gap_s``): what it prices per kernel is the Python module, dispatcher and
+  event work around each one. Whole-step CUDA graphs remove it (``Stack.cuda_graphs``);
+  partial graphs (attention, router) would issue fewer launches, which is not counted. One
+  value serves every host; hosts differ (a B300 cluster recovered a "60% performance
+  regression compared to Prenyx (B200)" by binding the CPU's priority cores,
+  Megatron-Bridge PR 1928).
 - ``attention_efficiency`` is the fallback for GPUs without a published fused-attention
   record; :func:`attention_fraction` reads ``kind == "attention"`` rows of
   ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
@@ -199,7 +207,7 @@ class Calibration:
     graph_gap_s: float = 1.0e-6
     ep_overlap_hidden: float = 0.82
     moe_sync_s: float = 2.5e-3
-    overlap_host_kernel_s: float = 92e-6
+    overlap_host_kernel_s: float = 84e-6
     off: frozenset = frozenset()
 
     def __post_init__(self):

@@ -81,7 +81,8 @@ class Stack:
     fused_cross_entropy: bool = True
     #: the whole step captured in CUDA graphs: kernel gaps at ``Calibration.graph_gap_s``, and
     #: for MoE layers the sync-free dispatch such graphs need, so no host sync
-    #: (``Calibration.moe_sync_s``)
+    #: (``Calibration.moe_sync_s``) and no host floor under the expert overlap
+    #: (``Calibration.overlap_host_kernel_s``)
     cuda_graphs: bool = False
     #: the MoE token dispatcher (``alltoall`` or ``deepep``); None: the stack's own
     #: (:data:`companion.moe.STACK_DISPATCHER`)

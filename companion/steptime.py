@@ -342,8 +342,6 @@ CE_BYTES = {True: 6, False: 52}
 # residual-gradient adds and two spares for the collectives. FP8/FP4 add a cast per GEMM input (forward) and a cast and
 # transpose per gradient (backward); current scaling an amax reduction before each cast.
 KERNELS_PER_LAYER = (12, 24)
-#: GEMM launches per local expert, forward and backward (:data:`companion.moe.EXPERT_GEMMS`)
-EXPERT_GEMMS_PER_LAYER = sum(moe.EXPERT_GEMMS)
 CAST_KERNELS_PER_LAYER = (4, 8)
 AMAX_KERNELS_PER_LAYER = (4, 4)
 
@@ -361,13 +359,17 @@ def layer_kernels(precision: str, st) -> tuple[int, int]:
 
 def overlap_host_kernels(model, precision: str, st, ep, recompute=0):
     """Kernels the host issues for one layer and microbatch under the batch-level expert
-    overlap: the layer's (:func:`layer_kernels`; its forward again under full recomputation,
-    ``recompute`` 2) and, for the MoE share of the layers, six GEMMs per local expert
-    (:data:`companion.moe.EXPERT_GEMMS`). ``ep`` and ``recompute`` numbers or arrays."""
+    overlap: the layer's (:func:`layer_kernels`; its forward again under full recomputation)
+    and, for the MoE share of the layers, each local expert's GEMMs
+    (:data:`companion.moe.EXPERT_GEMMS`: two forward, again when the MoE layer is recomputed,
+    and four backward). ``ep`` and ``recompute`` (codes of ``RECOMPUTE_CODE``) numbers or
+    arrays."""
     kf, kb = layer_kernels(precision, st)
+    rc = np.asarray(recompute)
     fm = model.moe_layers / model.layers
-    return (kf * (1 + (np.asarray(recompute) == 2)) + kb
-            + fm * EXPERT_GEMMS_PER_LAYER * (model.experts // np.asarray(ep)))
+    gf, gb = moe.EXPERT_GEMMS
+    return (kf * (1 + (rc == RECOMPUTE_CODE["full"])) + kb
+            + fm * (model.experts // np.asarray(ep)) * (gf * (1 + _reruns_moe(rc)) + gb))
 
 
 def _one_skew(X) -> float:
@@ -487,11 +489,12 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # The batch-level overlap issues one microbatch's forward sub-modules and the other's
     # backward ones from Python, layer by layer, and the dispatcher's host sync drains the
     # queue every layer: eager, the host cannot run ahead, so a layer takes at least the
-    # host's time to issue its kernels (each local expert's GEMMs among them).
+    # host's time to issue its kernels (each local expert's GEMMs among them). Megatron-Core
+    # runs the overlap only with EP > 1 (it asserts expert_model_parallel_size > 1).
     host_x = 0.0
     if st.overlap_ep and model.is_moe and not st.cuda_graphs and "overlap_host" not in cal.off:
         kernels = overlap_host_kernels(model, precision, st, e, rc)
-        host_x = np.maximum(0.0, kernels * cal.overlap_host_kernel_s - per_layer)
+        host_x = np.maximum(0.0, kernels * cal.overlap_host_kernel_s - per_layer) * (e > 1)
         per_layer = per_layer + host_x
     # The last stage runs the output layer and the loss. Where the split gives the loss a
     # layer's slot (Megatron's account_for_loss_in_pipeline_split) it holds one layer fewer,

@@ -4,8 +4,8 @@ uncertainty.
 :func:`published_runs` reads ``data/published_runs.csv``; :func:`validate` prices every row with
 :func:`companion.estimator.price`. Which rows set which constant is explicit: :func:`role` says
 ``fit`` (Korthikanti et al. 2022, Table 5: the one fitted constant, ``gemm_in_training``; and
-the MoE pairs of :data:`MOE_FITTING`: four H100 runs that set ``ep_overlap_hidden`` and two
-B200 runs that set ``overlap_host_kernel_s``), ``check``
+the MoE runs of :data:`MOE_FITTING`: four H100 runs that set ``ep_overlap_hidden`` and two
+B200 runs that bound ``overlap_host_kernel_s``), ``check``
 (Narayanan et al. 2021, Table 1: predicted with the fitted value, never used to set it) or
 ``held out`` (everything else: no constant was set on them).
 :func:`cross_validation` refits the fitted constant with each source left out in turn and
@@ -16,6 +16,7 @@ step-time band.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from companion.calibration import DEFAULT, Calibration, measurements
 from companion.estimator import price
 from companion.machine import Stack, cluster, stack
 from companion.model import Layout, Transformer, layout_text, preset
-from companion.steptime import FLOP_CONVENTIONS, model_flops_per_token, needs_slots
+from companion.steptime import (FLOP_CONVENTIONS, RECOMPUTE_CODE, model_flops_per_token,
+                                needs_slots, overlap_host_kernels, stage_layers)
 
 
 PUBLISHED_RUNS = Path(__file__).resolve().parents[1] / "data" / "published_runs.csv"
@@ -286,14 +288,19 @@ EP_OVERLAP_PAIRS = (("mcore_modelzoo_h100_qwen3_235b_ep32_deepep",
                      "bridgepr3862_h100_qwen3_30b_a3b_16_bf16_alltoall_overlap"))
 #: the runs of :data:`EP_OVERLAP_PAIRS`
 EP_OVERLAP_FITTING = tuple(run for pair in EP_OVERLAP_PAIRS for run in pair)
-#: MoE: ``overlap_host_kernel_s``, from Megatron-Bridge pull request 1760's pair, (without,
-#: with): Qwen3-235B-A22B on 64 B200, 16.9 s after the PR turned the expert overlap (and
-#: virtual stages) off "due to CPU overhead", 20.1 s before (the 25.11 table's run).
-OVERLAP_HOST_PAIR = ("bridgepr1760_b200_qwen3_235b_a22b_fp8mx",
-                     "bridge2511_b200_qwen3_235b_a22b_fp8mx")
+#: MoE: ``overlap_host_kernel_s``, bounded by the two runs with the expert overlap of
+#: Megatron-Bridge pull request 1760's pairs: Qwen3-235B-A22B on 64 B200 before the PR turned
+#: the overlap off "due to CPU overhead", MXFP8 (20.05 s, the 25.11 table's run; the PR says
+#: 20.1 s) and BF16 (17.2 s).
+OVERLAP_HOST_FITTING = ("bridge2511_b200_qwen3_235b_a22b_fp8mx",
+                        "bridgepr1760_b200_qwen3_235b_a22b_bf16_overlap")
+#: the pull request's pairs, (without, with) the overlap: the runs without it (16.9 s MXFP8,
+#: 16.0 s BF16) set nothing and are held out
+OVERLAP_HOST_PAIRS = (("bridgepr1760_b200_qwen3_235b_a22b_fp8mx", OVERLAP_HOST_FITTING[0]),
+                      ("bridgepr1760_b200_qwen3_235b_a22b_bf16", OVERLAP_HOST_FITTING[1]))
 #: the MoE family's fitting rows: no fold refits their constants, so their residuals are
 #: in-sample and bands skip them
-MOE_FITTING = EP_OVERLAP_FITTING + OVERLAP_HOST_PAIR
+MOE_FITTING = EP_OVERLAP_FITTING + OVERLAP_HOST_FITTING
 
 
 def role(row) -> str:
@@ -470,29 +477,48 @@ def _grid_fit(grid, model_ratio, measured: float) -> float:
     return float(grid[np.argmin(np.abs(np.array([model_ratio(x) for x in grid]) - measured))])
 
 
-def overlap_host_measured() -> float:
-    """The measured step of :data:`OVERLAP_HOST_PAIR`'s run with the expert overlap over the
-    one without: 20.05 s / 16.9 s."""
-    runs = published_runs(False, moe=True).set_index("run_id")["measured_step_time_s"]
-    without, with_ = OVERLAP_HOST_PAIR
-    return float(runs[with_] / runs[without])
+def overlap_host_bounds() -> pd.Series:
+    """For each run of :data:`OVERLAP_HOST_FITTING`, the most host time per kernel it allows
+    (seconds): its measured step over the kernels it issued, :func:`companion.steptime.
+    overlap_host_kernels` per layer and microbatch times the layers of its fullest pipeline
+    stage times its microbatches. A floor cannot be longer than the run it sits under."""
+    runs = published_runs(None, moe=True).set_index("run_id")
+    out = {}
+    for rid in OVERLAP_HOST_FITTING:
+        row = runs.loc[rid]
+        model, split = preset(row["model"]), pipeline_split(row)
+        pp, vpp = int(row["pp"]), int(row["vpp"])
+        layers = stage_layers(model.layers, pp, vpp, split.get("uneven_stages", False),
+                              split.get("embedding_loss_slots", False))
+        micro = int(row["global_batch"]) // (int(row["dp"]) * int(row["microbatch"]))
+        kernels = overlap_host_kernels(model, row["precision"], run_stack(row), int(row["ep"]),
+                                       RECOMPUTE_CODE[row["recompute"]])
+        out[rid] = float(row["measured_step_time_s"]) / (float(kernels) * int(layers) * micro)
+    return pd.Series(out, name="kernel_s")
 
 
-def overlap_host_ratio(kernel_s: float, calibration: Calibration = DEFAULT) -> float:
-    """The model's step of :data:`OVERLAP_HOST_PAIR`'s run with the expert overlap over the
-    one without, when the host takes ``kernel_s`` per kernel of an eager overlapped layer."""
-    runs = published_runs(False, moe=True).set_index("run_id")
-    cal = replace(calibration, overlap_host_kernel_s=kernel_s)
-    without, with_ = (_price_row(runs.loc[r], cal).step_time_s for r in OVERLAP_HOST_PAIR)
-    return with_ / without
+def fitted_overlap_host_kernel_s() -> float:
+    """``overlap_host_kernel_s`` from :data:`OVERLAP_HOST_FITTING` alone: the smallest of
+    :func:`overlap_host_bounds`, rounded down to a whole microsecond. The default calibration
+    carries it (a test pins that)."""
+    return math.floor(overlap_host_bounds().min() * 1e6) / 1e6
 
 
-def fitted_overlap_host_kernel_s(calibration: Calibration = DEFAULT) -> float:
-    """``overlap_host_kernel_s`` refitted on :data:`OVERLAP_HOST_PAIR` alone: the value (to
-    1 us) at which :func:`overlap_host_ratio` comes nearest :func:`overlap_host_measured`.
-    The default calibration carries it (a test pins that)."""
-    return _grid_fit(np.round(np.arange(0.0, 200.5e-6, 1e-6), 7),
-                     lambda k: overlap_host_ratio(k, calibration), overlap_host_measured())
+def overlap_host_pairs(calibration: Calibration = DEFAULT) -> pd.DataFrame:
+    """Each pair of :data:`OVERLAP_HOST_PAIRS` (indexed by the run with the overlap): the
+    measured step with the overlap over the step without it, the model's, and the model's
+    with the host floor switched off."""
+    runs = published_runs(None, moe=True).set_index("run_id")
+    off = replace(calibration, off=calibration.off | {"overlap_host"})
+    rows = {}
+    for without, with_ in OVERLAP_HOST_PAIRS:
+        a, b = runs.loc[without], runs.loc[with_]
+        rows[with_] = {
+            "measured_ratio": float(b["measured_step_time_s"] / a["measured_step_time_s"]),
+            "model_ratio": _price_row(b, calibration).step_time_s
+            / _price_row(a, calibration).step_time_s,
+            "unpriced_ratio": _price_row(b, off).step_time_s / _price_row(a, off).step_time_s}
+    return pd.DataFrame(rows).T
 
 
 #: MoE: ``moe_sync_s``, from Megatron-LM's paired Qwen3-30B-A3B recipes on 16 GB200s
@@ -774,5 +800,5 @@ __all__ = ["mechanism_table", "MECHANISM_STEPS", "paired_runs", "PAIR_FACTORS", 
            "MOE_SYNC_FITTING", "moe_sync_measured",
            "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "EP_OVERLAP_PAIRS", "ROLES",
-           "OVERLAP_HOST_PAIR", "MOE_FITTING", "overlap_host_measured", "overlap_host_ratio",
-           "fitted_overlap_host_kernel_s"]
+           "OVERLAP_HOST_FITTING", "OVERLAP_HOST_PAIRS", "MOE_FITTING", "overlap_host_bounds",
+           "fitted_overlap_host_kernel_s", "overlap_host_pairs"]

@@ -31,8 +31,8 @@ def test_the_fitting_subset_is_named_and_the_default_is_its_fit(cv):
                                                     "check": 10, "fit": 14}
     dense = cv["moe"] == "dense"
     assert set(cv.loc[(cv["role"] == "fit") & dense, "source"]) == {"korthikanti2022 Table 5"}
-    # the MoE family's only fitting rows: the three expert-overlap pairs (ep_overlap_hidden,
-    # overlap_host_kernel_s)
+    # the MoE family's only fitting rows: the two expert-overlap pairs (ep_overlap_hidden) and
+    # the two runs that bound overlap_host_kernel_s
     assert set(cv.loc[(cv["role"] == "fit") & ~dense, "run_id"]) == set(V.MOE_FITTING)
     # the default constant is what the fitting subset alone gives (grid step 0.001)
     assert V.fitted_gemm_in_training() == pytest.approx(DEFAULT.gemm_in_training, abs=1.5e-3)

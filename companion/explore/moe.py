@@ -216,24 +216,25 @@ def sync_fit() -> dict:
 
 
 def overlap_host_fit() -> dict:
-    """The expert overlap's host-pace constant and what it stands against, Megatron-Bridge
-    pull request 1760's pair (:data:`companion.validation.OVERLAP_HOST_PAIR`): ``kernel_s``
-    (the calibration's ``overlap_host_kernel_s``), the measured steps with and without the
-    overlap (``with_s``, ``without_s``) and their ratio, the model's ratio with the constant
-    and with the floor switched off (``unpriced_ratio``), and the kernels one of the pair's
-    layers issues per microbatch (``layer_kernels``) with the floor they make (``layer_s``)."""
-    without, with_ = validation.OVERLAP_HOST_PAIR
-    runs = parallel.published_runs(False, moe=True).set_index("run_id")
-    row = runs.loc[with_]
-    kernels = int(overlap_host_kernels(preset(row["model"]), row["precision"],
-                                       validation.run_stack(row), int(row["ep"])))
-    return {"kernel_s": DEFAULT.overlap_host_kernel_s,
-            "with_s": float(row["measured_step_time_s"]),
-            "without_s": float(runs.loc[without, "measured_step_time_s"]),
-            "measured_ratio": validation.overlap_host_measured(),
-            "model_ratio": validation.overlap_host_ratio(DEFAULT.overlap_host_kernel_s),
-            "unpriced_ratio": validation.overlap_host_ratio(0.0),
-            "layer_kernels": kernels, "layer_s": kernels * DEFAULT.overlap_host_kernel_s}
+    """The expert overlap's host-floor constant and what bounds it: ``kernel_s`` (the
+    calibration's ``overlap_host_kernel_s``), ``bounds`` (what each run of
+    :data:`companion.validation.OVERLAP_HOST_FITTING` allows, seconds per kernel), ``pairs``
+    (:func:`companion.validation.overlap_host_pairs`, with each pair's measured steps), and
+    for each of the MXFP8 and BF16 runs the kernels one layer issues per microbatch
+    (``kernels``) and the floor they make (``layer_s``), both keyed by precision."""
+    runs = parallel.published_runs(None, moe=True).set_index("run_id")
+    pairs = validation.overlap_host_pairs(DEFAULT)
+    for without, with_ in validation.OVERLAP_HOST_PAIRS:
+        pairs.loc[with_, "with_s"] = runs.loc[with_, "measured_step_time_s"]
+        pairs.loc[with_, "without_s"] = runs.loc[without, "measured_step_time_s"]
+    kernels = {}
+    for rid in validation.OVERLAP_HOST_FITTING:
+        row = runs.loc[rid]
+        kernels[row["precision"]] = int(overlap_host_kernels(
+            preset(row["model"]), row["precision"], validation.run_stack(row), int(row["ep"])))
+    return {"kernel_s": DEFAULT.overlap_host_kernel_s, "bounds": validation.overlap_host_bounds(),
+            "pairs": pairs, "kernels": kernels,
+            "layer_s": {p: k * DEFAULT.overlap_host_kernel_s for p, k in kernels.items()}}
 
 
 def overlap_host_bound() -> list:
