@@ -361,7 +361,7 @@ def overlap_host_kernels(model, precision: str, st, ep, recompute=0):
     """Kernels the host issues for one layer and microbatch under the batch-level expert
     overlap: the layer's (:func:`layer_kernels`; its forward again under full recomputation)
     and, for the MoE share of the layers, each local expert's GEMMs
-    (:data:`companion.moe.EXPERT_GEMMS`: two forward, again when the MoE layer is recomputed,
+    (``companion.moe.EXPERT_GEMMS``: two forward, again when the MoE layer is recomputed,
     and four backward). ``ep`` and ``recompute`` (codes of ``RECOMPUTE_CODE``) numbers or
     arrays."""
     kf, kb = layer_kernels(precision, st)

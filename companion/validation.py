@@ -479,9 +479,9 @@ def _grid_fit(grid, model_ratio, measured: float) -> float:
 
 def overlap_host_bounds() -> pd.Series:
     """For each run of :data:`OVERLAP_HOST_FITTING`, the most host time per kernel it allows
-    (seconds): its measured step over the kernels it issued, :func:`companion.steptime.
-    overlap_host_kernels` per layer and microbatch times the layers of its fullest pipeline
-    stage times its microbatches. A floor cannot be longer than the run it sits under."""
+    (seconds): its measured step over the kernels it issued,
+    :func:`~companion.steptime.overlap_host_kernels` per layer and microbatch times the layers
+    of its fullest pipeline stage times its microbatches. A floor cannot be longer than the run it sits under."""
     runs = published_runs(None, moe=True).set_index("run_id")
     out = {}
     for rid in OVERLAP_HOST_FITTING:
