@@ -489,8 +489,8 @@ def step_arrays(model, gpu, cl, cal, st, precision, X):
     # The batch-level overlap issues one microbatch's forward sub-modules and the other's
     # backward ones from Python, layer by layer, and the dispatcher's host sync drains the
     # queue every layer: eager, the host cannot run ahead, so a layer takes at least the
-    # host's time to issue its kernels (each local expert's GEMMs among them). Megatron-Core
-    # runs the overlap only with EP > 1 (it asserts expert_model_parallel_size > 1).
+    # host's time to issue its kernels (each local expert's GEMMs among them). Megatron-Bridge
+    # runs the overlap only with EP > 1 (comm_overlap.py asserts expert_model_parallel_size > 1).
     host_x = 0.0
     if st.overlap_ep and model.is_moe and not st.cuda_graphs and "overlap_host" not in cal.off:
         kernels = overlap_host_kernels(model, precision, st, e, rc)

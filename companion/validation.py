@@ -479,9 +479,11 @@ def _grid_fit(grid, model_ratio, measured: float) -> float:
 
 def overlap_host_bounds() -> pd.Series:
     """For each run of :data:`OVERLAP_HOST_FITTING`, the most host time per kernel it allows
-    (seconds): its measured step over the kernels it issued,
+    (seconds): its measured step over the kernels the floor would make it wait for,
     :func:`~companion.steptime.overlap_host_kernels` per layer and microbatch times the layers
-    of its fullest pipeline stage times its microbatches. A floor cannot be longer than the run it sits under."""
+    of its fullest pipeline stage times its microbatches and the bubble's (pp - 1) / vpp more
+    (the step model pays the floor in the bubble too). A floor cannot be longer than the run
+    it sits under."""
     runs = published_runs(None, moe=True).set_index("run_id")
     out = {}
     for rid in OVERLAP_HOST_FITTING:
@@ -493,7 +495,8 @@ def overlap_host_bounds() -> pd.Series:
         micro = int(row["global_batch"]) // (int(row["dp"]) * int(row["microbatch"]))
         kernels = overlap_host_kernels(model, row["precision"], run_stack(row), int(row["ep"]),
                                        RECOMPUTE_CODE[row["recompute"]])
-        out[rid] = float(row["measured_step_time_s"]) / (float(kernels) * int(layers) * micro)
+        slots = int(layers) * (micro + (pp - 1) / vpp)
+        out[rid] = float(row["measured_step_time_s"]) / (float(kernels) * slots)
     return pd.Series(out, name="kernel_s")
 
 
