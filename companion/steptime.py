@@ -21,7 +21,6 @@ bucket leaves only when that pass ends.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
