@@ -477,15 +477,15 @@ def _grid_fit(grid, model_ratio, measured: float) -> float:
     return float(grid[np.argmin(np.abs(np.array([model_ratio(x) for x in grid]) - measured))])
 
 
-def overlap_host_bounds() -> pd.Series:
-    """For each run of :data:`OVERLAP_HOST_FITTING`, the most host time per kernel it allows
-    (seconds): its measured step over the kernels the floor would make it wait for,
-    :func:`~companion.steptime.overlap_host_kernels` per layer and microbatch times the layers
-    of its fullest pipeline stage times its microbatches and the bubble's (pp - 1) / vpp more
-    (the step model pays the floor in the bubble too). A floor cannot be longer than the run
-    it sits under."""
+def overlap_host_table() -> pd.DataFrame:
+    """For each run of :data:`OVERLAP_HOST_FITTING` (indexed by run): its ``precision``, the
+    ``kernels`` one layer issues per microbatch
+    (:func:`~companion.steptime.overlap_host_kernels`), the ``slots`` the step model pays the
+    floor in (the layers of its fullest pipeline stage times its microbatches and the bubble's
+    (pp - 1) / vpp more) and ``kernel_s``, the most host time per kernel the run allows: its
+    measured step over kernels x slots. A floor cannot be longer than the run it sits under."""
     runs = published_runs(None, moe=True).set_index("run_id")
-    out = {}
+    rows = {}
     for rid in OVERLAP_HOST_FITTING:
         row = runs.loc[rid]
         model, split = preset(row["model"]), pipeline_split(row)
@@ -493,11 +493,18 @@ def overlap_host_bounds() -> pd.Series:
         layers = stage_layers(model.layers, pp, vpp, split.get("uneven_stages", False),
                               split.get("embedding_loss_slots", False))
         micro = int(row["global_batch"]) // (int(row["dp"]) * int(row["microbatch"]))
-        kernels = overlap_host_kernels(model, row["precision"], run_stack(row), int(row["ep"]),
-                                       RECOMPUTE_CODE[row["recompute"]])
+        kernels = int(overlap_host_kernels(model, row["precision"], run_stack(row),
+                                           int(row["ep"]), RECOMPUTE_CODE[row["recompute"]]))
         slots = int(layers) * (micro + (pp - 1) / vpp)
-        out[rid] = float(row["measured_step_time_s"]) / (float(kernels) * slots)
-    return pd.Series(out, name="kernel_s")
+        rows[rid] = {"precision": row["precision"], "kernels": kernels, "slots": slots,
+                     "kernel_s": float(row["measured_step_time_s"]) / (kernels * slots)}
+    return pd.DataFrame(rows).T.astype({"kernels": int, "slots": float, "kernel_s": float})
+
+
+def overlap_host_bounds() -> pd.Series:
+    """``kernel_s`` of :func:`overlap_host_table`: for each run of :data:`OVERLAP_HOST_FITTING`,
+    the most host time per kernel it allows (seconds)."""
+    return overlap_host_table()["kernel_s"]
 
 
 def fitted_overlap_host_kernel_s() -> float:
@@ -804,4 +811,5 @@ __all__ = ["mechanism_table", "MECHANISM_STEPS", "paired_runs", "PAIR_FACTORS", 
            "moe_sync_ratio", "fitted_moe_sync_s", "errors_with_stack",
            "PUBLISHED_RUNS", "FITTING_SUBSET", "EP_OVERLAP_FITTING", "EP_OVERLAP_PAIRS", "ROLES",
            "OVERLAP_HOST_FITTING", "OVERLAP_HOST_PAIRS", "MOE_FITTING", "overlap_host_bounds",
+           "overlap_host_table",
            "fitted_overlap_host_kernel_s", "overlap_host_pairs"]

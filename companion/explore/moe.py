@@ -19,7 +19,6 @@ from .. import hardware, moe, parallel, validation
 from ..calibration import DEFAULT
 from ..machine import Cluster, cluster
 from ..model import Layout, preset
-from ..steptime import RECOMPUTE_CODE, overlap_host_kernels
 from .core import Choice
 
 #: The seed's 1.7T MoE on 128 full NVL72 racks: TP4 PP8 CP2 VPP2, expert TP 1 so that any EP up
@@ -227,13 +226,9 @@ def overlap_host_fit() -> dict:
     for without, with_ in validation.OVERLAP_HOST_PAIRS:
         pairs.loc[with_, "with_s"] = runs.loc[with_, "measured_step_time_s"]
         pairs.loc[with_, "without_s"] = runs.loc[without, "measured_step_time_s"]
-    kernels = {}
-    for rid in validation.OVERLAP_HOST_FITTING:
-        row = runs.loc[rid]
-        kernels[row["precision"]] = int(overlap_host_kernels(
-            preset(row["model"]), row["precision"], validation.run_stack(row), int(row["ep"]),
-            RECOMPUTE_CODE[row["recompute"]]))
-    return {"kernel_s": DEFAULT.overlap_host_kernel_s, "bounds": validation.overlap_host_bounds(),
+    table = validation.overlap_host_table()
+    kernels = dict(zip(table["precision"], table["kernels"]))
+    return {"kernel_s": DEFAULT.overlap_host_kernel_s, "bounds": table["kernel_s"],
             "pairs": pairs, "kernels": kernels,
             "layer_s": {p: k * DEFAULT.overlap_host_kernel_s for p, k in kernels.items()}}
 
