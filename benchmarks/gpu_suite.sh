@@ -5,7 +5,9 @@
 # Each record names the device, driver, CUDA/NCCL/torch versions, date, git commit and command.
 set -euo pipefail
 out=${1:-data/measurements}
-py=${PYTHON:-python}
+# the environment `make book` builds, unless PYTHON names another interpreter with torch
+if [ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=${PYTHON:-python}; fi
+$py -c "import torch" 2>/dev/null || { echo "gpu_suite.sh: $py has no torch; run make book first or set PYTHON" >&2; exit 1; }
 mkdir -p "$out"
 $py -m companion env --device cuda
 $py -m companion bench gemm --device cuda --save --out "$out"

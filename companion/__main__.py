@@ -31,6 +31,8 @@ def _check(argv) -> int:
                    help="check ANSWER (a number or a word) for the exercise ID")
     p.add_argument("--json", action="store_true", help="print the claims as JSON")
     args = p.parse_args(argv)
+    if args.exercise and args.claims:
+        p.error("give claim ids or --exercise ID ANSWER, not both")
     if args.exercise:
         from .exercises import check
         exercise_id, raw = args.exercise
@@ -48,16 +50,19 @@ def _check(argv) -> int:
         c = claims.evaluate(claim_id)
         expected = claims.claim(claim_id)["expected_verdict"]
         rows.append({"id": c.id, "verdict": c.verdict, "catalogue": expected,
-                     "agree": c.verdict == expected, "detail": c.detail})
+                     "agree": c.verdict == expected, "detail": c.detail,
+                     "recomputed": c.computed is not None})
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
         width = max(len(r["id"]) for r in rows)
         for r in rows:
-            mark = "" if r["agree"] else f"  (catalogue says {r['catalogue']})"
+            mark = ("" if r["agree"] else f"  (catalogue says {r['catalogue']})") + (
+                "" if r["recomputed"] else "  (no number to recompute: the catalogue's verdict)")
             print(f"{r['id']:<{width}}  {r['verdict']:<14}{mark}")
-        print(f"{len(rows)} claims recomputed; "
-              f"{sum(not r['agree'] for r in rows)} disagree with the catalogue")
+        done = sum(r["recomputed"] for r in rows)
+        print(f"{done} claims recomputed; {sum(not r['agree'] for r in rows)} disagree with the "
+              f"catalogue" + (f"; {len(rows) - done} not checkable" if done < len(rows) else ""))
     return 0 if all(r["agree"] for r in rows) else 1
 
 

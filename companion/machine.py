@@ -211,8 +211,15 @@ def cross_domain_ring(cl: Cluster, gpus: int, size_bytes: float) -> CrossDomainR
 
 
 def _resolve(gpu, system, software):
-    g = hardware.gpu(gpu)
-    return g, stack(software), cluster(g, system)
+    g, st = hardware.gpu(gpu), stack(software)
+    if st.fp8_scaling == "mxfp8" and hardware.compute_major(g) < 10:
+        # Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or
+        # higher required for MXFP8 execution"
+        raise ValueError(f"software={st.name!r} runs MXFP8 block scaling, which needs compute "
+                         f"capability 10.0 or higher (Blackwell); {g.name} is "
+                         f"{g.compute_capability or 'not an NVIDIA GPU'}: use 'megatron-bridge' "
+                         f"(FP8 current scaling) or 'megatron-core' (delayed scaling)")
+    return g, st, cluster(g, system)
 
 
 _resolve_cached = functools.lru_cache(maxsize=256)(_resolve)

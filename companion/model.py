@@ -22,6 +22,9 @@ FFN_TYPES = ("gelu", "swiglu")
 # selective --recompute-modules core_attn moe): dense models run it as "selective"
 RECOMPUTE = ("none", "selective", "full", "moe")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
+#: the precisions a step time prices: FP32 sizes memory only (FP32 matmuls run on tensor
+#: cores only as TF32)
+STEP_PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
 #: fused-attention kernels a software stack can run
 #: (:attr:`companion.machine.Stack.attention_kernel`)
 ATTENTION_KERNELS = ("cudnn", "flash-attn-2")
@@ -544,5 +547,5 @@ def as_transformer(param: str, model) -> Transformer:
     return model
 
 
-__all__ = ["as_transformer", "Transformer", "Layout", "check_layout", "layout_text", "preset", "presets", "PRESET_SOURCES",
+__all__ = ["STEP_PRECISIONS", "as_transformer", "Transformer", "Layout", "check_layout", "layout_text", "preset", "presets", "PRESET_SOURCES",
            "FFN_TYPES", "RECOMPUTE", "PRECISIONS"]

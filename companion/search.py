@@ -25,7 +25,7 @@ import pandas as pd
 
 from companion import checks
 from companion.calibration import DEFAULT, Calibration, checked
-from companion.model import PRECISIONS, RECOMPUTE, Layout, Transformer, layout_text, preset
+from companion.model import RECOMPUTE, STEP_PRECISIONS, Layout, Transformer, layout_text, preset
 from companion.machine import domain_fill, resolve, stack
 from companion.steptime import (check_split, derived_arrays, memory_arrays, needs_slots,
                                 stage_layers, step_arrays)
@@ -258,7 +258,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     for name, bound in (("max_tp", max_tp), ("max_cp", max_cp), ("max_microbatch", max_microbatch)):
         if bound is not None:
             checks.number(name, bound, integer=True, minimum=1)
-    checks.choice("precision", precision, PRECISIONS)
+    checks.choice("precision", precision, STEP_PRECISIONS)
     for name, flag in (("uneven_stages", uneven_stages), ("exact_batch", exact_batch),
                        ("include_infeasible", include_infeasible),
                        ("embedding_loss_slots", embedding_loss_slots)):
@@ -450,6 +450,9 @@ def main(argv=None) -> int:
         if args.bucket_params is not None:
             software = replace(software, ddp_bucket_params=_count(
                 "--bucket-params", 1, 10**12)(args.bucket_params))
+        if args.ep_overlap and not preset(args.model).is_moe:
+            raise _Bad(f"--ep-overlap overlaps the expert all-to-all; {args.model} is dense "
+                       f"(no experts): drop the flag or pick an MoE preset")
         if args.ep_overlap or args.cuda_graphs:
             software = replace(software, overlap_ep=software.overlap_ep or args.ep_overlap,
                                cuda_graphs=software.cuda_graphs or args.cuda_graphs)
@@ -497,6 +500,8 @@ def main(argv=None) -> int:
                            "tokens_per_s_per_gpu": 0, "memory_gb": 1}).to_string(index=False))
     print(mfu_note + ".")
     print(f"Step band (low_s-high_s): {a['band_basis']}.")
+    print("same: other layouts within 0.1 ms and 0.1 GB of the row's, not shown (--json lists "
+          "layouts one by one).")
     if args.explain:
         best = frame.iloc[0]
         print(f"\nBest layout, {layout_text(layout_of(best, a['precision']), full=True)}: "

@@ -678,6 +678,7 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
     call costs no cross-validation."""
     if not isinstance(moe, bool):
         raise TypeError(f"moe must be True or False; got {moe!r}")
+    step_time_s = checks.number("step_time_s", step_time_s, nonnegative=True)
     g = hardware.gpu(gpu)
     lo, hi, basis = _band(g.key, g.family, hardware.precision_name(precision),
                           "MoE" if moe else "dense")

@@ -89,6 +89,10 @@ def test_check_recomputes_claims_and_checks_exercises(capsys):
     assert "too high" in capsys.readouterr().out
     assert main(["check", "no-such-claim"]) == 2
     assert "unknown claim_id" in capsys.readouterr().err
+    # a claim with no number to recompute keeps the catalogue's verdict and is not counted
+    assert main(["check", "micro-tile-scheduler"]) == 0
+    out = capsys.readouterr().out
+    assert "0 claims recomputed" in out and "1 not checkable" in out
 
 
 # Bad input on every subcommand: exit status 2, a one-line message naming the flag, no
@@ -120,6 +124,15 @@ BAD = [
     (["check", "--exercise", "par-bubble-table5", "nan"], "finite"),
     (["plan", "--model", "llama2-7b", "--gpu", "H100", "--gpus", "8", "--global-batch", "8",
       "--bucket-params", "0"], "--bucket-params"),
+    # Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or higher
+    # required for MXFP8 execution"; an H100 is 9.0
+    (["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--global-batch", "128",
+      "--software", "megatron-bridge-mxfp8", "--precision", "fp8"], "compute capability 10.0"),
+    (["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--global-batch", "128",
+      "--ep-overlap"], "llama3-8b is dense"),
+    (["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--global-batch", "128",
+      "--precision", "fp32"], "allowed: bf16, fp16, fp8, fp4"),
+    (["check", "--exercise", "par-bubble-table5", "0.0365", "nvl72-is-36-gpus"], "not both"),
 ]
 
 

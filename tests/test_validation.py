@@ -528,3 +528,10 @@ def test_published_runs_held_out_none_gives_both_sets():
     assert set(both["run_id"]) == set(held["run_id"]) | set(rest["run_id"])
     with pytest.raises(TypeError, match="held_out"):
         V.published_runs("yes")
+
+
+@pytest.mark.parametrize("step, error", [(-1.0, ValueError), (float("nan"), ValueError),
+                                         ("1", TypeError)])
+def test_band_refuses_a_step_time_that_is_not_one(step, error):
+    with pytest.raises(error, match="step_time_s"):
+        V.band("H100", "bf16", step)
