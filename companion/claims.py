@@ -4,15 +4,17 @@ A check registered for a claim id (in ``companion.claims_checks``) recomputes wh
 claim is about (a registry figure, a roofline, an alpha-beta collective, an energy product)
 and compares it with what the seed says. Each comparison is a :class:`Finding` with a role:
 
-- ``figure``: a number or fact the seed states (agrees within ``TOLERANCE``, or not);
+- ``figure``: a number or fact the seed states (agrees within ``TOLERANCE``, or within the
+  finding's own ``tolerance`` where it names one, or not);
 - ``framing``: whether the conclusion the seed draws survives a like-for-like comparison
   (same precision, same convention, the seed's own inputs);
 - ``context``: shown for the reader, never counted.
 
 :func:`verdict_of` turns findings into a verdict: ``wrong`` if no stated figure agrees,
 ``partly-correct`` if some do and some do not, ``misleading`` if the figures hold (or there
-are none) but a framing fails, ``correct`` otherwise. Claims about code, software or opinion
-get no numeric check: their verdict is the catalogue's, with ``computed=None``.
+are none) but a framing fails, ``correct`` otherwise. Claims with no number to
+recompute (code, software, recipes, and hardware or measurement claims no published figure
+settles) get no check: their verdict is the catalogue's, with ``computed=None``.
 """
 from __future__ import annotations
 
@@ -189,7 +191,10 @@ _ROLE_WORDS = {("figure", True): "agrees", ("figure", False): "disagrees",
 
 
 def _label(f):
-    return "context" if f.role == "context" else f"{f.role}, {_ROLE_WORDS[f.role, bool(f.agrees)]}"
+    if f.role == "context":
+        return "context"
+    tol = "" if f.tolerance is None else f" within {f.tolerance:.0%}"
+    return f"{f.role}, {_ROLE_WORDS[f.role, bool(f.agrees)]}{tol}"
 
 
 def markdown(claim_id: str) -> str:

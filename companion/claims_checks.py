@@ -185,13 +185,16 @@ def _fp4_halves():
     mxfp4 = bits + formats.info("e8m0").bits / blockscale.block_shape("mxfp4")[1]
     mxfp8 = formats.info("e4m3").bits + formats.info("e8m0").bits / blockscale.block_shape("mxfp8_e4m3")[1]
     state = {p: memory.model_state_bytes_per_param(p).total for p in ("fp8", "fp4")}
+    half = 0.15  # "half" read loosely: the block scales alone add 6-12%
     return 0.5, nvfp4 / 8, [
         Finding("an FP4 tensor takes half the memory of FP8", f"NVFP4 {nvfp4:g} bits vs 8: "
                 f"{nvfp4 / 8:.2f}; MXFP4/MXFP8 {mxfp4:g}/{mxfp8:g} = {mxfp4 / mxfp8:.2f}",
-                _near(0.5, nvfp4 / 8, 0.15)),
-        Finding("activations and gradients in FP4 too, so training memory halves",
-                f"weights, gradients and Adam state per parameter: {state['fp4']:g} B with FP4 "
-                f"GEMMs, {state['fp8']:g} B with FP8", _near(0.5, state["fp4"] / state["fp8"], 0.15))]
+                _near(0.5, nvfp4 / 8, half), tolerance=half),
+        Finding("activations and gradients stored in FP4 too, halving what training keeps",
+                f"FP4 recipes quantize GEMM inputs only; master weights, gradients and Adam "
+                f"state stay 16/32-bit: {state['fp4']:g} B per parameter with FP4 GEMMs, "
+                f"{state['fp8']:g} B with FP8", _near(0.5, state["fp4"] / state["fp8"], half),
+                tolerance=half)]
 
 
 # interconnect
@@ -336,16 +339,23 @@ def _same_scale():
         Finding("several hundred thousand GPU-hours saved per day", f"{saved:,.0f} at equal GPU "
                 f"count; 8,192 GPUs have {per_day:,.0f} GPU-hours in a day", saved >= 200_000)]
 
-@_check("microbatch-8-to-14-gives-1p7x", "x throughput, modelled GEMM at the same global batch")
+@_check("microbatch-8-to-14-gives-1p7x", "x throughput, step time at the same global batch")
 def _microbatch():
+    # one DGX B200 at a global batch both micro-batches divide (8 x 14 x 8 sequences), without
+    # and with a pipeline: the step's FLOPs stay; kernel efficiency and the bubble move
     m = model.preset("narayanan-1.7b")
-    rate = {mb: roofline.gemm_time(mb * m.seq_len, 3 * m.hidden, m.hidden, "B200", "fp4")
-            .timing.achieved_flops for mb in (8, 14)}
-    ratio = rate[14] / rate[8]
-    return 1.7, ratio, [
+    speedup = {}
+    for pp in (1, 4):
+        step = {mb: parallel.estimate(m, model.Layout(
+                    tp=1, pp=pp, dp=8 // pp, microbatch=mb, global_batch=896, precision="fp4"),
+                    "B200").step_time_s for mb in (8, 14)}
+        speedup[pp] = step[8] / step[14]
+    best = max(speedup.values())
+    return 1.7, best, [
         Finding("micro-batch 8 -> 14 at the same global batch gives 1.7x",
-                f"FLOPs per step unchanged; QKV GEMM of {m.name} on B200 runs {ratio:.3f}x faster",
-                _near(1.7, ratio), "framing"),
+                f"FLOPs per step unchanged; {m.name} on 8 B200 in FP4 steps "
+                + ", ".join(f"{s:.3f}x as fast at PP {pp}" for pp, s in speedup.items()),
+                _near(1.7, best), "framing"),
         Finding("the seed's ratio", f"14 / 8 = {14 / 8}", True, "context")]
 
 @_check("efficiency-70-to-90-percent", "fraction of dense peak")
@@ -373,7 +383,7 @@ def _moe_17t():
     steps = ", ".join(f"top-{k}: {r[2].step_time_s:.1f} s" for k, r in rows.items())
     fits = ", ".join(f"top-{k}: {'fits' if r[2].fits else 'does not fit'}" for k, r in rows.items())
     return 9.4, low, [
-        Finding("communication only 9.4% of the step", shares, _near(9.4, low, 0.5)),
+        Finding("communication only 9.4% of the step", shares, _near(9.4, low, 0.5), tolerance=0.5),
         Finding("about 2.3 s per step", f"{steps} at global batch 2,048 (the seed names none)",
                 _near(2.3, rows[24][2].step_time_s), "context"),
         Finding("the layout runs", f"{rows[24][2].memory_bytes / 1e9:,.0f} GB needed per GPU "

@@ -64,9 +64,13 @@ class Finding:
     found: str
     agrees: bool
     role: str = "figure"
+    #: the relative tolerance ``agrees`` was judged with, where it is not ``TOLERANCE``
+    tolerance: float | None = None
 
     def __post_init__(self):
         checks.choice("role", self.role, ROLES)
+        if self.tolerance is not None:
+            checks.number("tolerance", self.tolerance, positive=True)
         if not isinstance(self.agrees, (bool, np.bool_)):
             raise TypeError(f"agrees must be a bool; got {self.agrees!r}")
         object.__setattr__(self, "agrees", bool(self.agrees))  # numpy bools compare oddly
