@@ -189,9 +189,11 @@ def check_stack(gpu=None, cuda=None, driver=None, container=None,
     if box is not None:
         if cuda is not None and parse_version("cuda", cuda)[:2] != parse_version(
                 "cuda", box["cuda"])[:2]:
+            # a row whose notes call its CUDA an upper bound says so in the finding too
+            older = " or older" if "upper bound" in str(box.get("notes", "")) else ""
             out.append(Finding("warning", (
-                f"{box['container']} ships CUDA {box['cuda']}, not {cuda}: inside a container "
-                f"its own toolkit runs, and the host contributes only the driver"),
+                f"{box['container']} ships CUDA {box['cuda']}{older}, not {cuda}: inside a "
+                f"container its own toolkit runs, and the host contributes only the driver"),
                 box["source"], "container"))
         cuda = box["cuda"] if cuda is None else cuda
     tk = toolkit(cuda) if cuda is not None else None
@@ -307,12 +309,14 @@ def ib_timeout_s(value: int) -> float:
 
 
 def ib_failure_detection_s(timeout: int = 20, retry_cnt: int = 7) -> float:
-    """Seconds before a dead InfiniBand link errors out: ``retry_cnt`` retransmissions, each
-    after a local ACK timeout of 4.096 us x 2**timeout. NCCL's defaults (20 and 7) give 30 s;
-    a retry count above 7 does not exist (3-bit field, :func:`ib_retry_effective`)."""
+    """Seconds before a dead InfiniBand link errors out: the first transmission and
+    ``retry_cnt`` retransmissions, each given up after a local ACK timeout of
+    4.096 us x 2**timeout (the queue pair errors when the last retry times out). NCCL's
+    defaults (20 and 7) give 34 s; a retry count above 7 does not exist (3-bit field,
+    :func:`ib_retry_effective`)."""
     r = checks.number("NCCL_IB_RETRY_CNT", retry_cnt, integer=True, minimum=0,
                       maximum=2 ** IB_RETRY_BITS - 1)
-    return ib_timeout_s(timeout) * r
+    return ib_timeout_s(timeout) * (r + 1)
 
 
 def ib_retry_effective(value: int) -> int:
