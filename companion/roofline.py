@@ -47,6 +47,12 @@ _PRECISION_OF = {"e4m3": "fp8", "e5m2": "fp8", "int4": "fp4"}
 
 SEED_FFN_SHAPE = (512, 4096, 512)  # the seeds' "typical FFN" GEMM, M x N x K
 
+#: The book's labels of its two GEMM efficiency figures, shown side by side wherever a GEMM
+#: efficiency appears: this module's roofline (tile and wave quantization its only losses) and
+#: the same with the compute roof at the published best GEMM (MAMF), a burst rate.
+IDEAL_LABEL = "ideal roofline (tile/wave quantization only)"
+BURST_LABEL = "published burst (MAMF)"
+
 
 def dtype_bytes(dtype: str) -> float:
     """Bytes per element of ``dtype`` (one of :data:`DTYPE_BYTES`)."""
@@ -536,7 +542,7 @@ def seed_ffn_gemm(gpu, dtype: str = "bf16", **kwargs) -> GemmEstimate:
     return gemm_time(*SEED_FFN_SHAPE, gpu, dtype, **kwargs)
 
 
-__all__ = ["DTYPE_BYTES", "SEED_FFN_SHAPE", "Cost", "Timing", "GemmEfficiency", "GemmEstimate",
+__all__ = ["DTYPE_BYTES", "SEED_FFN_SHAPE", "IDEAL_LABEL", "BURST_LABEL", "Cost", "Timing", "GemmEfficiency", "GemmEstimate",
            "TilePreset", "TILE_PRESETS", "tile_preset", "CacheTiming", "cached_roofline_time",
            "dtype_bytes", "resolve_gpu", "gemm", "batched_gemm", "attention", "elementwise",
            "layernorm", "softmax", "ridge_point", "attainable_flops", "roofline_time",

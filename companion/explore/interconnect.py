@@ -206,7 +206,7 @@ def tp_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:
             r = tp_layer(name, overlap=overlap, **kwargs)
             rows.append({"gpu": r.gpu, "overlap": "perfect" if overlap else "none",
                          "NVLink GB/s per direction": r.bandwidth_Bps / 1e9,
-                         "GEMM MFU": r.gemm_mfu, "compute_ms": r.compute_s * 1e3,
+                         f"GEMM, {roofline.IDEAL_LABEL}": r.gemm_mfu, "compute_ms": r.compute_s * 1e3,
                          "tp_comm_ms": r.comm_s * 1e3, "layer_ms": r.layer_s * 1e3,
                          "exposed comm share": r.comm_share})
     return pd.DataFrame(rows)

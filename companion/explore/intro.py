@@ -20,8 +20,8 @@ SIZES = tuple(int(s) for s in np.arange(256, 8192 + 1, 256))
 SIZE = "square GEMM size m = n = k"
 FRACTION = "fraction of dense BF16 peak"
 SERIES = "model"
-IDEAL = "ideal roofline (tile/wave quantization only)"
-BURST = "published burst (MAMF)"
+IDEAL = roofline.IDEAL_LABEL
+BURST = roofline.BURST_LABEL
 
 
 def gemm_fraction_of_peak(gpu: str = "H100 SXM", overhead_us: float = 0.0,

@@ -413,14 +413,20 @@ def gemm_records_table(records) -> pd.DataFrame:
 
 
 def published_mamf() -> pd.DataFrame:
-    """The published maximum achievable matmul TFLOP/s (Stas Bekman's mamf-finder table, as
-    recorded in ``data/published_measurements.csv``) against the registry's dense peaks: the
-    same records the step-time model prices GEMMs with (:func:`companion.calibration.mamf_records`)."""
+    """The published best-shape matmul TFLOP/s (``kind == "gemm"`` rows of
+    ``data/published_measurements.csv``: Stas Bekman's mamf-finder table, and where it has no
+    row a square-shape sweep, which can only understate the best shape) against the
+    registry's dense peaks, with each record's method: the same records the step-time model
+    prices GEMMs with (:func:`companion.calibration.mamf_records`)."""
     rec = calibration.mamf_records()
+    what = calibration.measurements("gemm")["what"].reindex(rec["id"]).to_numpy()
+    method = ["square-shape sweep (a lower bound)" if "square" in w else "mamf-finder"
+              for w in what]
     return pd.DataFrame({"GPU": rec["gpu"], "precision": rec["precision"],
                          "measured TFLOP/s (published)": rec["measured_flops"] / units.TERA,
                          "peak TFLOP/s": rec["peak_flops"] / units.TERA,
-                         "fraction of peak": rec["fraction"]}).set_index(["GPU", "precision"])
+                         "fraction of peak": rec["fraction"], "method": method}
+                        ).set_index(["GPU", "precision"])
 
 
 def replay_frame(live: dict, results: list[dict], lr: float, seed: int = 0) -> pd.DataFrame:

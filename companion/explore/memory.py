@@ -120,8 +120,8 @@ def kernel_table(costs, gpus=("H100", "B200"), precision: str = "bf16") -> pd.Da
 
 
 #: Labels of the two GEMM efficiency figures the book shows side by side.
-IDEAL_LABEL = "ideal roofline (tile/wave quantization only)"
-BURST_LABEL = "published burst (MAMF)"
+IDEAL_LABEL = roofline.IDEAL_LABEL
+BURST_LABEL = roofline.BURST_LABEL
 
 
 def seed_gemm_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:

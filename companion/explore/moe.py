@@ -152,12 +152,14 @@ def seed_moe_outcomes(tokens: float = 1e12, precision: str = "fp8") -> tuple:
 
 def seed_moe_table(tokens: float = 1e12) -> pd.DataFrame:
     """:func:`companion.cases.table` of :func:`seed_moe_outcomes`, with the layout's recompute
-    mode and the expert all-to-all's share of the step."""
+    mode and the exposed shares of the step of the expert all-to-all and of the data-parallel
+    gradient and parameter traffic."""
     from .. import cases
     outs = seed_moe_outcomes(tokens)
     return cases.table(outs).assign(
         recompute=[o.layout.recompute for o in outs],
-        a2a_share_pct=[100 * o.breakdown["ep_exposed_s"] / o.step_time_s for o in outs])
+        a2a_share_pct=[100 * o.breakdown["ep_exposed_s"] / o.step_time_s for o in outs],
+        dp_share_pct=[100 * o.breakdown["dp_exposed_s"] / o.step_time_s for o in outs])
 
 
 MOE_MODELS = ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
