@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from companion import calibration, checks, hardware, power
@@ -90,6 +91,9 @@ def sustained_table(gpus=("H100", "H200", "B200", "GB200", "B300", "GB300"),
 def cap_table(gpu, caps_w, precision: str = "bf16", *, floor_fraction: float = 0.3,
               exponents=(1.0, 2.0, 3.0)) -> pd.DataFrame:
     """:func:`capped_gemm_flops` for each cap and each power-clock exponent."""
+    checks.real_array("caps_w", caps_w, positive=True)  # then as given: 500 prints as 500
+    checks.real_array("exponents", exponents, positive=True)
+    caps_w, exponents = (x if np.ndim(x) else [x] for x in (caps_w, exponents))
     rows = []
     for a in exponents:
         for cap in caps_w:

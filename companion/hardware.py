@@ -183,9 +183,11 @@ class GPU:
 
     @property
     def family(self) -> str:
-        """Vendor and architecture, e.g. "NVIDIA Hopper": H200 reuses H100's die, GB200 and
-        B300 are Blackwell. Published measurements are shared within a family."""
-        return f"{self.vendor} {self.arch.split()[0]}"
+        """Vendor and architecture with its generation number where the name has one, e.g.
+        "NVIDIA Hopper" (H200 reuses H100's die; GB200 and B300 are Blackwell) or "AMD CDNA 3"
+        (MI300X and MI325X; MI355X is CDNA 4, with other matrix rates and FP8 formats).
+        Published measurements are shared within a family."""
+        return f"{self.vendor} {re.match(r'[A-Za-z]+(?: [0-9]+)?', self.arch).group(0)}"
 
     @property
     def usable_hbm_bytes(self):
@@ -193,16 +195,21 @@ class GPU:
         on an H100 "80 GB"), else ``hbm_bytes``. Allocator and CUDA context take more."""
         return self.hbm_visible_bytes if self.hbm_visible_bytes is not None else self.hbm_bytes
 
+    def _field(self, field):
+        if not isinstance(field, str):
+            raise TypeError(f"field must be a GPU attribute name (a string); got "
+                            f"{type(field).__name__} {field!r}")
+        choice("field", field, tuple(self.__dataclass_fields__))
+        return field
+
     def is_verified(self, field):
         """False when ``field`` (a GPU attribute such as ``"tdp_w"``) was found only in
         secondary copies, not in a vendor document (``gpu_details.csv``, column unverified)."""
-        if field not in self.__dataclass_fields__:
-            raise ValueError(f"GPU has no field {field!r}; fields: {', '.join(self.__dataclass_fields__)}")
-        return field not in self.unverified
+        return self._field(field) not in self.unverified
 
     def need(self, field):
         """The value of ``field``, or a ValueError saying that no document gives it."""
-        value = getattr(self, field)
+        value = getattr(self, self._field(field))
         if value is None:
             raise ValueError(f"{self.name} has no published {field} in the registry "
                              "(data/hardware/README.md: blank means not found, never zero)")

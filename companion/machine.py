@@ -97,6 +97,14 @@ class Stack:
     ddp_bucket_params: int | None = None
 
     def __post_init__(self):
+        # a string "False" is truthy: every switch must be a real bool
+        for name in ("flash_attention", "overlap_tp", "overlap_grad_reduce", "overlap_p2p",
+                     "overlap_ep", "causal", "fused_cross_entropy", "cuda_graphs"):
+            object.__setattr__(self, name, checks.boolean(name, getattr(self, name)))
+        gb = checks.number("grad_reduce_bytes", self.grad_reduce_bytes, integer=True)
+        if gb not in (2, 4):  # BF16/FP16 or FP32 gradients
+            raise ValueError(f"grad_reduce_bytes must be 2 (16-bit) or 4 (FP32); got {gb}")
+        object.__setattr__(self, "grad_reduce_bytes", gb)
         checks.choice("fp8_scaling", self.fp8_scaling, ("delayed", "current", "mxfp8"))
         checks.choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
         if self.moe_dispatcher is not None:

@@ -292,6 +292,8 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     checks.choice("dispatcher", dispatcher, DISPATCHERS)
     _check_pattern(size, stride, domain_gpus, world)
     _experts_top_k(experts, top_k)
+    # Megatron-Core gives every rank of an expert-parallel group the same number of experts
+    checks.divides("size", size, "experts", experts)
     checks.number("groups", groups, integer=True, minimum=1)
     if max_domains is not None:
         checks.number("max_domains", max_domains, integer=True, minimum=1)

@@ -170,7 +170,10 @@ class CheckpointPlan:
 def plan(checkpoint_s: float, restart_s: float, *, mtbf_s: float | None = None,
          num_gpus: int | None = None, per_gpu_mtbf_s: float | None = None) -> CheckpointPlan:
     """Optimal interval and goodput, from a job MTBF or from a GPU count and per-GPU MTBF."""
-    if (mtbf_s is None) == (num_gpus is None or per_gpu_mtbf_s is None):
+    if mtbf_s is not None and (num_gpus is not None or per_gpu_mtbf_s is not None):
+        raise ValueError("give either mtbf_s (the job's MTBF), or num_gpus and per_gpu_mtbf_s; "
+                         "not both: with mtbf_s the GPU count would be ignored")
+    if mtbf_s is None and (num_gpus is None or per_gpu_mtbf_s is None):
         raise ValueError("give either mtbf_s, or both num_gpus and per_gpu_mtbf_s")
     m = mtbf_s if mtbf_s is not None else job_mtbf_s(per_gpu_mtbf_s, num_gpus)
     y, d = young_interval_s(checkpoint_s, m), daly_interval_s(checkpoint_s, m)

@@ -78,7 +78,7 @@ def tib(x):
 def mib(x):
     """Binary mebibytes to bytes, as ``nvidia-smi`` prints memory: ``mib(81559)`` is an H100's
     driver-visible total, 85.5e9 bytes."""
-    return number("x", x, nonnegative=True) * MiB
+    return scaled("x", x, MiB)
 
 
 def to_mib(n_bytes):
@@ -192,5 +192,7 @@ def si(value, unit, digits=3):
     number("digits", digits, integer=True, minimum=1)
     if not isinstance(unit, str):
         raise TypeError(f"unit must be a string; got {type(unit).__name__}")
-    scale, prefix = next(((s, p) for s, p in _PREFIXES if abs(v) >= s), (1.0, ""))
-    return f"{v / scale:.{digits}g} {prefix}{unit}"
+    # the prefix of the value as printed: 999.96e9 B rounds to 1 TB, not to "1e+03 GB"
+    r = float(f"{v:.{digits}g}")
+    scale, prefix = next(((s, p) for s, p in _PREFIXES if abs(r) >= s), (1.0, ""))
+    return f"{r / scale:.{digits}g} {prefix}{unit}"

@@ -56,3 +56,10 @@ def test_the_sustained_rate_agrees_with_published_sustainable_matmul_flops():
     assert t.loc["msmf-h200-sxm-bf16", "published MSMF (TFLOP/s)"] == pytest.approx(744.8)
     assert t.loc["msmf-b200-sxm-bf16", "published MSMF (TFLOP/s)"] == pytest.approx(1423.8)
     assert ((t["ratio"] > 0.95) & (t["ratio"] < 1.05)).all()
+
+
+def test_cap_table_checks_its_caps():
+    with pytest.raises(TypeError, match="caps_w"):
+        clocks.cap_table("H100", "500")
+    with pytest.raises(ValueError, match="caps_w"):
+        clocks.cap_table("H100", [500, -1])

@@ -13,7 +13,7 @@ GPU_KEYS = ("v100_sxm2", "a100_sxm_80gb", "h100_sxm", "h200_sxm", "b200_hgx", "b
 
 # --- every row is cited ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("table", [hw.gpus, hw.links, hw.systems])
+@pytest.mark.parametrize("table", [hw.gpus, hw.links, hw.systems, hw.gpu_details])
 def test_every_row_has_a_source_with_a_url_and_notes(table):
     frame = table()
     assert frame["key"].is_unique
@@ -352,7 +352,7 @@ def test_last_level_caches_are_sourced():
     assert hw.gpu("H100").llc_Bps is None  # NVIDIA publishes no L2 bandwidth
     details = hw.gpu_details()
     assert set(details["key"]) <= set(hw.gpus()["key"])
-    assert all("https://" in s or "search" in s for s in details["source"])
+    assert all("https://" in s for s in details["source"])
 
 
 def test_b300_sm_count_is_marked_unverified_and_its_memory_is_the_datasheets():
@@ -364,5 +364,21 @@ def test_b300_sm_count_is_marked_unverified_and_its_memory_is_the_datasheets():
     assert hw.gpu("GB300").hbm_bytes == 279 * 2 ** 30
     assert b300.sm_count == 160 and not b300.is_verified("sm_count")
     assert hw.gpu("B200").is_verified("tdp_w")
-    with pytest.raises(ValueError, match="no field"):
+    with pytest.raises(ValueError, match="unknown field .watts."):
         b300.is_verified("watts")
+
+
+def test_amd_generations_are_separate_families():
+    # MI300X and MI325X are CDNA 3 (gfx942); MI355X is CDNA 4 (gfx950), with other matrix
+    # rates and OCP rather than FNUZ FP8: a CDNA 3 record must not stand in for it
+    assert hw.gpu("MI300X").family == hw.gpu("MI325X").family == "AMD CDNA 3"
+    assert hw.gpu("MI355X").family == "AMD CDNA 4"
+    assert hw.gpu("B300").family == hw.gpu("B200").family == "NVIDIA Blackwell"
+
+
+def test_field_lookups_name_the_field():
+    h100 = hw.gpu("H100")
+    with pytest.raises(ValueError, match="Did you mean 'sm_count'"):
+        h100.need("sm_cnt")
+    with pytest.raises(TypeError, match="field must be"):
+        h100.is_verified(["tdp_w"])

@@ -39,7 +39,7 @@ def test_a_bigger_domain_never_makes_a_group_slower(dispatcher, chain):
     # each domain size a multiple of the last: every pair sharing the small domain shares the
     # big one, so no rank loses a peer beside it and none sends more over the network
     up, net = 800e9 * 0.8, 50e9 * 0.94
-    for size in (2, 8, 12, 16, 32, 64, 128):
+    for size in (2, 4, 8, 16, 32, 64, 128):  # sizes dividing the 256 experts
         for stride in (1, 2, 4, 8):
             world = size * stride * 72 * 4
             times = []
@@ -723,3 +723,10 @@ def test_plan_takes_the_expert_overlap_and_whole_step_graphs(capsys):
     assert plan["ep_overlap"] and plan["cuda_graphs"]
     # whole-step graphs: no host sync and no host floor left to pay
     assert plan["layouts"][0]["moe_sync_s"] == 0 and plan["layouts"][0]["overlap_host_s"] == 0
+
+
+def test_an_expert_group_must_divide_the_experts():
+    # Megatron-Core gives every expert-parallel rank experts / EP experts: 8 on 3 ranks is no
+    # layout (before the check this crashed with a raw IndexError under group-limited routing)
+    with pytest.raises(ValueError, match="size=3 must divide experts=8"):
+        moe.copies_per_token("deepep", 3, 1, 8, 8, 2, None, None, 2, 1)

@@ -211,3 +211,13 @@ def test_expert_settings_on_a_dense_model_are_refused(kw):
 def test_fp32_layouts_size_memory_but_are_not_timed():
     with pytest.raises(ValueError, match="precision='fp32' sizes memory only"):
         estimate("llama3-8b", Layout(tp=8, global_batch=8, precision="fp32"), "H100")
+
+
+def test_a_stack_switch_must_be_a_bool():
+    # "False" is a truthy string: it priced the gradient overlap as on
+    from dataclasses import replace
+    from companion.machine import STACKS
+    with pytest.raises(TypeError, match="overlap_grad_reduce must be True or False"):
+        replace(STACKS["megatron-core"], overlap_grad_reduce="False")
+    with pytest.raises(ValueError, match="grad_reduce_bytes must be 2"):
+        replace(STACKS["megatron-core"], grad_reduce_bytes=3)

@@ -101,3 +101,12 @@ def test_plan_from_gpu_count():
 def test_bad_input_is_named(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_plan_refuses_a_job_mtbf_together_with_a_gpu_count():
+    # with mtbf_s given, a GPU count would be silently ignored: a per-GPU MTBF mistaken for
+    # the job's would be off by the GPU count
+    with pytest.raises(ValueError, match="not both"):
+        rel.plan(60, 600, mtbf_s=3600, num_gpus=100)
+    with pytest.raises(ValueError, match="not both"):
+        rel.plan(60, 600, mtbf_s=3600, per_gpu_mtbf_s=1e6)

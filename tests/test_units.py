@@ -92,3 +92,16 @@ def test_mebibytes_as_nvidia_smi_prints_them():
     assert u.to_gb(u.mib(81559)) == pytest.approx(85.52, abs=0.01)
     assert u.to_mib(u.gib(80)) == 81920
     assert "GB = 10^9" in u.BYTE_CONVENTION and "GiB = 2^30" in u.BYTE_CONVENTION
+
+
+@pytest.mark.parametrize("value, unit, text", [(999.96e9, "B", "1 TB"), (999.6e12, "FLOP/s", "1 PFLOP/s"),
+                                              (-999.9e9, "B", "-1 TB"), (989.4e12, "FLOP/s", "989 TFLOP/s")])
+def test_si_picks_the_prefix_of_the_rounded_value(value, unit, text):
+    # three significant digits of 999.96e9 are 1.00e12: one terabyte, not "1e+03 GB"
+    assert u.si(value, unit) == text
+
+
+def test_mib_refuses_an_overflow_like_the_other_converters():
+    assert u.mib(81559) == 81559 * 2**20  # an H100's driver-visible total
+    with pytest.raises(ValueError, match="too large"):
+        u.mib(1e308)
