@@ -25,7 +25,8 @@ gradients, 2 + 2 + 12; ``convention="zero-paper"``), see :func:`bytes_per_param`
 Dropout: Korthikanti's counts include 1-byte dropout masks (two per layer in the 10 sbh that
 TP leaves whole, and the attention-dropout mask and output in the 5as/h). Llama-family recipes
 train without dropout (Megatron-LM's ``examples/llama/train_llama3_8b_h100_fp8.sh`` passes
-``--attention-dropout 0.0 --hidden-dropout 0.0``), so for them the replicated term is 8 sbh,
+``--attention-dropout 0.0 --hidden-dropout 0.0``; the presets say so in
+:attr:`~companion.model.Transformer.dropout`), so for them the replicated term is 8 sbh,
 the score term 2as/h (the softmax output only) and the embedding dropout mask is absent;
 ``dropout=None`` (the default) decides by :func:`trains_with_dropout`.
 
@@ -115,15 +116,12 @@ def bytes_per_param(dp: int = 1, stage: int = 0, convention: str = "megatron") -
     return model_state_bytes_per_param("bf16", dp, stage, grad_bytes=g).total
 
 
-#: Presets whose published training recipes set dropout to zero (Megatron-LM
-#: examples/llama/train_llama3_8b_h100_fp8.sh: --attention-dropout 0.0 --hidden-dropout 0.0).
-NO_DROPOUT_PRESETS = frozenset({"llama3-8b", "llama3-70b", "llama3-405b"})
-
-
-def trains_with_dropout(model: Transformer) -> bool:
-    """False for the Llama-family presets (:data:`NO_DROPOUT_PRESETS`), True otherwise: the GPT-3
-    era models of Korthikanti et al. train with dropout and their Table 2 counts its masks."""
-    return model.name not in NO_DROPOUT_PRESETS
+def trains_with_dropout(model) -> bool:
+    """The model's :attr:`~companion.model.Transformer.dropout` (a Transformer or preset name):
+    True for the GPT-3 era models of Korthikanti et al., whose Table 2 counts the masks; False
+    for the presets whose recipes set dropout to zero (Llama, Nemotron, Mixtral, Qwen3,
+    DeepSeek-V3), whatever their sequence length."""
+    return as_transformer("model", model).dropout
 
 
 def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, heads: int,
@@ -131,7 +129,8 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
                                 recompute: str = "none", ffn_hidden: int | None = None,
                                 kv_heads: int | None = None, ffn_type: str = "gelu",
                                 flash_attention: bool = False, cp: int = 1,
-                                dropout: bool = True, gemm_input_bytes: float = 2.0) -> float:
+                                dropout: bool = True, gemm_input_bytes: float = 2.0,
+                                head_dim: int | None = None) -> float:
     """Activation bytes one transformer layer keeps for the backward pass, per GPU.
 
     With the defaults (``ffn_hidden = 4 hidden``, MHA, GELU) this is Table 2 of Korthikanti
@@ -150,6 +149,9 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
     after quantizing it, column-wise usage only). Fourteen of the 34 sbh are such inputs (QKV
     and first MLP inputs 4, projection input 2, second MLP input 8 at an MLP width of 4h);
     attention's Q, K, V, the activation function's input and the norms' inputs stay 16-bit. NVFP4's 4-bit copies are counted at FP8's byte.
+    ``head_dim`` (default hidden / heads) sets the attention width heads x head_dim where a
+    model decouples it from the hidden size (Qwen3: 32 x 128 = 2 x 2048): Q, K, V and the
+    projection input scale with it.
     """
     if not isinstance(dropout, bool):
         raise TypeError(f"dropout must be True or False; got {dropout!r}")
@@ -168,16 +170,19 @@ def activations_per_layer_bytes(seq_len: int, microbatch: int, hidden: int, head
         checks.number("kv_heads", kv_heads, integer=True, positive=True)
         checks.divides("kv_heads", kv_heads, "heads", a)
     q = checks.number("gemm_input_bytes", gemm_input_bytes, minimum=1.0, maximum=2.0)
+    if head_dim is not None:
+        checks.number("head_dim", head_dim, integer=True, positive=True)
     return float(activations_per_layer_arrays(
         s, b, h, a, t, sequence_parallel, RECOMPUTE.index(recompute), f, kv_heads, ffn_type,
-        flash_attention, cp, dropout, q))
+        flash_attention, cp, dropout, q, head_dim))
 
 
 def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: int, tp=1,
                                  sequence_parallel=False, recompute=0,
                                  ffn_hidden: int | None = None, kv_heads: int | None = None,
                                  ffn_type: str = "gelu", flash_attention: bool = False, cp=1,
-                                 dropout: bool = True, gemm_input_bytes: float = 2.0):
+                                 dropout: bool = True, gemm_input_bytes: float = 2.0,
+                                 head_dim: int | None = None):
     """:func:`activations_per_layer_bytes` for arrays of layouts (float64 array): the model's
     shapes are numbers; ``microbatch``, ``tp``, ``sequence_parallel``, ``recompute`` (codes:
     0 none, 1 selective, 2 full, 3 moe (selective here), the order of
@@ -189,6 +194,7 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
         raise ValueError(f"tp must divide heads={heads} and cp seq_len={seq_len}")
     f = 4 * hidden if ffn_hidden is None else ffn_hidden
     g = 1.0 if kv_heads is None else kv_heads / heads
+    w = 1.0 if head_dim is None else heads * head_dim / hidden  # attention width / hidden
     sbh = seq_len // cp * b * hidden
     # dropout masks: 1 byte each after attention and after the MLP (in the replicated 10), and
     # the attention-dropout mask plus its 2-byte output in the scores' 5 (softmax output is 2);
@@ -197,7 +203,7 @@ def activations_per_layer_arrays(seq_len: int, microbatch, hidden: int, heads: i
     q = gemm_input_bytes / 2.0
     replicated = 4.0 + 4.0 * q + (2.0 if dropout else 0.0)
     mlp = (4.0 if ffn_type == "swiglu" else 2.0) + 2.0 * q
-    split = 2.0 + 4.0 * g + 2.0 * q + mlp * f / hidden
+    split = (2.0 + 4.0 * g + 2.0 * q) * w + mlp * f / hidden
     per_score = 5.0 if dropout else 2.0
     scores = np.where((rc == 1) | (rc == 3) | flash_attention, 0.0,
                       per_score * heads * seq_len / hidden)
@@ -420,7 +426,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
         return activations_per_layer_arrays(model.seq_len, b, h, model.heads, tp,
                                             sequence_parallel, code, ffn, model.kv_heads,
                                             model.ffn_type, flash_attention, cp, drop,
-                                            saved_input)
+                                            saved_input, model.head_dim)
 
     layer = per_layer(rc, model.ffn_hidden)
     if model.moe_layers:  # a dense model's share of MoE layers is exactly 0 (skip the work)
@@ -525,5 +531,5 @@ __all__ = ["check_offload", "StateBytes", "model_state_bytes_per_param", "megatr
            "params_per_gpu", "TrainingMemory", "training_memory", "kv_heads_per_gpu",
            "kv_cache_bytes", "DecodeEstimate", "decode_step", "state_bytes_arrays",
            "activations_per_layer_arrays", "pipeline_inflight_arrays", "params_per_gpu_arrays",
-           "training_memory_arrays", "STATE_CONVENTIONS", "bytes_per_param", "NO_DROPOUT_PRESETS",
+           "training_memory_arrays", "STATE_CONVENTIONS", "bytes_per_param",
            "trains_with_dropout"]

@@ -80,6 +80,13 @@ class Transformer:
     attention_head_dim: int | None = None
     router_groups: int = 1
     router_group_topk: int | None = None
+    #: trains with hidden and attention dropout, whose 1-byte masks Korthikanti et al.'s
+    #: activation counts include: the GPT-era Megatron models; the Llama, Nemotron, Mixtral,
+    #: Qwen3 and DeepSeek-V3 recipes set both dropouts to 0 (Megatron-LM's
+    #: examples/llama/train_llama3_8b_h100_fp8.sh ``--attention-dropout 0.0
+    #: --hidden-dropout 0.0``; NeMo's LlamaConfig, MixtralConfig and NemotronConfig
+    #: ``attention_dropout: float = 0.0``, ``hidden_dropout: float = 0.0``)
+    dropout: bool = True
 
     def __post_init__(self):
         if not isinstance(self.name, str):
@@ -89,7 +96,7 @@ class Transformer:
             _store_int(self, p)
         _store_int(self, "shared_experts", minimum=0)
         _store_int(self, "dense_layers", minimum=0)
-        for p in ("tied_embeddings", "bias", "learned_positions"):  # strict: "False" is truthy
+        for p in ("tied_embeddings", "bias", "learned_positions", "dropout"):  # "False" is truthy
             object.__setattr__(self, p, checks.boolean(p, getattr(self, p)))
         if self.kv_heads is not None:
             _store_int(self, "kv_heads")
@@ -382,7 +389,7 @@ def _gpt(name, layers, hidden, heads, seq_len=2048, vocab=51200):
 def _llama(name, layers, hidden, heads, ffn):
     return Transformer(name, layers, hidden, heads, ffn, 128256, 8192, kv_heads=8,
                        ffn_type="swiglu", tied_embeddings=False, bias=False,
-                       learned_positions=False)
+                       learned_positions=False, dropout=False)
 
 
 _PRESETS: dict[str, tuple[Transformer, str]] = {}
@@ -427,12 +434,13 @@ _NEMO_GPT = ("NVIDIA NeMo-Framework-Launcher, launcher_scripts/conf/training/gpt
 def _llama2(name, layers, hidden, heads, ffn, kv=None, seq_len=4096):
     return Transformer(name, layers, hidden, heads, ffn, 32000, seq_len, kv_heads=kv,
                        ffn_type="swiglu", tied_embeddings=False, bias=False,
-                       learned_positions=False)
+                       learned_positions=False, dropout=False)
 
 
 def _nemotron(name, layers, hidden, heads, ffn, kv=None):
     return Transformer(name, layers, hidden, heads, ffn, 256000, 4096, kv_heads=kv,
-                       tied_embeddings=False, bias=False, learned_positions=False)
+                       tied_embeddings=False, bias=False, learned_positions=False,
+                       dropout=False)
 
 
 for _m in (_llama2("llama2-7b", 32, 4096, 32, 11008), _llama2("llama2-13b", 40, 5120, 40, 13824),
@@ -452,7 +460,7 @@ for _m in (Transformer("nemo-gpt3-5b", 24, 4096, 32, 16384, 50304, 2048),
 _PRESETS["deepseek-v3"] = (Transformer(
     "deepseek-v3", 61, 7168, 128, 18432, 129280, 4096, ffn_type="swiglu", experts=256, top_k=8,
     shared_experts=1, expert_ffn_hidden=2048, dense_layers=3, tied_embeddings=False, bias=False,
-    learned_positions=False, router_groups=8, router_group_topk=4), (
+    learned_positions=False, router_groups=8, router_group_topk=4, dropout=False), (
     "DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437, Section 4.2 (61 layers, "
     "hidden 7168, 128 heads, first 3 layers dense, 1 shared + 256 routed experts of width 2048, "
     "8 routed per token, 671B total / 37B active, 4K pretraining sequences); dense FFN 18432, "
@@ -468,22 +476,24 @@ _QWEN3 = ("Qwen Team 2025, Qwen3 Technical Report, arXiv:2505.09388, Table 2 (la
 _PRESETS["qwen3-30b-a3b"] = (Transformer(
     "qwen3-30b-a3b", 48, 2048, 32, 6144, 151936, 4096, kv_heads=4, ffn_type="swiglu",
     experts=128, top_k=8, expert_ffn_hidden=768, tied_embeddings=False, bias=False,
-    learned_positions=False, attention_head_dim=128), _QWEN3.format("Qwen3-30B-A3B"))
+    learned_positions=False, attention_head_dim=128, dropout=False), _QWEN3.format("Qwen3-30B-A3B"))
 _PRESETS["qwen3-235b-a22b"] = (Transformer(
     "qwen3-235b-a22b", 94, 4096, 64, 12288, 151936, 4096, kv_heads=4, ffn_type="swiglu",
     experts=128, top_k=8, expert_ffn_hidden=1536, tied_embeddings=False, bias=False,
-    learned_positions=False, attention_head_dim=128), _QWEN3.format("Qwen3-235B-A22B"))
+    learned_positions=False, attention_head_dim=128, dropout=False), _QWEN3.format("Qwen3-235B-A22B"))
 _MIXTRAL = ("Jiang et al. 2024, Mixtral of Experts, arXiv:2401.04088, Table 1 (dim, n_layers, "
             "head_dim 128, hidden_dim, n_heads, n_kv_heads 8, 8 experts, top 2); vocab and "
             "untied embeddings from the released config.json (mistralai/{0}); sequence 4096 "
             "as NeMo's performance tables train it")
 _PRESETS["mixtral-8x7b"] = (Transformer(
     "mixtral-8x7b", 32, 4096, 32, 14336, 32000, 4096, kv_heads=8, ffn_type="swiglu",
-    experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False),
+    experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False,
+    dropout=False),
     _MIXTRAL.format("Mixtral-8x7B-v0.1"))
 _PRESETS["mixtral-8x22b"] = (Transformer(
     "mixtral-8x22b", 56, 6144, 48, 16384, 32768, 4096, kv_heads=8, ffn_type="swiglu",
-    experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False),
+    experts=8, top_k=2, tied_embeddings=False, bias=False, learned_positions=False,
+    dropout=False),
     _MIXTRAL.format("Mixtral-8x22B-v0.1") + " (8x22B is not in the paper's table: shapes from "
     "its config.json only)")
 _PRESETS["mixtral-8x22b-s64k"] = (
@@ -500,11 +510,11 @@ _PRESETS["seed-175b"] = (_gpt("seed-175b", 96, 12288, 96), (
 _PRESETS["seed-1.7t-moe"] = (Transformer(
     "seed-1.7t-moe", 128, 16384, 128, 2048, 128256, 8192, kv_heads=8, ffn_type="swiglu",
     experts=128, top_k=24, shared_experts=1, tied_embeddings=False, bias=False,
-    learned_positions=False), (
+    learned_positions=False, dropout=False), (
     "The seeds' MoE with 1.7T parameters, about 400B active, trained with TP4/PP8/EP128/VPP2/"
     "CP2 on '8192 B200 in 128 NVL72' (seed 003). The seed gives no shapes: this one is a "
     "hypothetical fit (128 layers so PP8 x VPP2 divides them, 128 experts so EP128 divides "
-    "them, 128 heads so TP4 divides them, Llama-3-style attention and vocabulary): 1.74T "
+    "them, 128 heads so TP4 divides them, Llama-3-style attention and vocabulary, no dropout): 1.74T "
     "total, 0.40T active"))
 
 #: Where each preset's shapes come from (paper and table).

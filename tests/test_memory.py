@@ -315,6 +315,14 @@ def test_llama_presets_train_without_dropout():
     assert mem.activations_per_layer_bytes(s, b, h, a, recompute="full", dropout=False) == 2 * s * b * h
     assert not mem.trains_with_dropout(preset("llama3-70b"))
     assert mem.trains_with_dropout(preset("gpt3-175b"))
+    # by model, not by name: a long-sequence variant and NeMo's MoE configs
+    # (MixtralConfig attention_dropout 0.0, hidden_dropout 0.0) train without it too
+    assert not mem.trains_with_dropout("llama3-8b-s16k")
+    assert not mem.trains_with_dropout("mixtral-8x7b") and not mem.trains_with_dropout("qwen3-30b-a3b")
+    long = preset("llama3-8b-s16k")
+    assert mem.training_memory(long, Layout(tp=2, cp=2, dp=2, sequence_parallel=True)).total_bytes == \
+        mem.training_memory(preset("llama3-8b", seq_len=16384),
+                            Layout(tp=2, cp=2, dp=2, sequence_parallel=True)).total_bytes
     m = preset("llama3-8b")
     lay = Layout(tp=1, pp=1, dp=8, microbatch=1)
     inferred = mem.training_memory(m, lay)
@@ -391,3 +399,18 @@ def test_offloaded_layers_keep_their_activations_on_the_host():
         mem.training_memory(m, Layout(tp=4, pp=2, dp=8, global_batch=64), offload_layers=4)
     with pytest.raises(ValueError, match="recompute='none'"):
         mem.training_memory(m, replace(lay, recompute="full"), offload_layers=4)
+
+
+def test_attention_width_follows_head_dim():
+    # Qwen3 sets head_dim 128 with heads x head_dim = 2 x hidden: Q (2 sbh), K and V (4 sbh at
+    # MHA) and the projection input (2 sbh) of Korthikanti's count double with the width,
+    # 8 sbh more per layer at TP 1; the scores (5as/h) do not depend on head_dim
+    s, b, h, a = 2048, 1, 4096, 32
+    base = mem.activations_per_layer_bytes(s, b, h, a)
+    assert mem.activations_per_layer_bytes(s, b, h, a, head_dim=h // a) == base
+    assert mem.activations_per_layer_bytes(s, b, h, a, head_dim=2 * h // a) - base == \
+        pytest.approx(8 * s * b * h)
+    wide, narrow = preset("qwen3-30b-a3b"), preset("qwen3-30b-a3b", attention_head_dim=32)
+    lay = Layout(dp=8, ep=8, recompute="selective")
+    assert mem.training_memory(wide, lay).activations_bytes > \
+        mem.training_memory(narrow, lay).activations_bytes
