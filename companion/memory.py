@@ -44,12 +44,16 @@ from companion.model import (PRECISIONS, RECOMPUTE, Layout, Transformer, as_tran
                              check_layout)
 from companion.roofline import dtype_bytes, resolve_gpu
 
-# Bytes per parameter: (weights, gradients, optimizer state) before any sharding.
-# BF16/FP16 mixed precision: 16-bit weights, FP32 main gradients (Megatron accumulates in
-# FP32), FP32 master copy + Adam m + v. FP8/FP4 GEMMs keep the same stored state: Transformer
-# Engine casts BF16 weights per GEMM (``fp8_params=True`` models FP8 weight storage instead).
-# Pure FP32: 4-byte weights and gradients, no master copy, Adam m + v.
-_STATE = {"bf16": (2, 4, 12), "fp16": (2, 4, 12), "fp8": (2, 4, 12), "fp4": (2, 4, 12),
+# Bytes per parameter: (weights, gradients, optimizer state) before any sharding, as
+# Megatron-LM's README tabulates them for its distributed optimizer ("fp16 param, fp16 grads
+# 20, 4 + 16/d; bf16 param, fp32 grads 18, 6 + 12/d; fp32 param, fp32 grads 16, 8 + 8/d").
+# BF16: 16-bit weights, FP32 main gradients (Megatron accumulates in FP32), FP32 master copy
+# + Adam m + v. FP16: 16-bit weights and gradients (loss scaling keeps them FP16), and the
+# optimizer's FP32 main gradients beside its master copy and m and v, 16 bytes it shards.
+# FP8/FP4 GEMMs keep BF16's stored state: Transformer Engine casts BF16 weights per GEMM
+# (``fp8_params=True`` models FP8 weight storage instead). Pure FP32: 4-byte weights and
+# gradients, no master copy, Adam m + v.
+_STATE = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12), "fp4": (2, 4, 12),
           "fp32": (4, 4, 8)}
 
 

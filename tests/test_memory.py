@@ -141,8 +141,10 @@ def test_zero_paper_figure1():
     baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB."""
     psi = 7.5e9
     expect = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
+    # the paper's K = 12 (FP32 master weights, m and v) beside 16-bit weights and gradients:
+    # the BF16 state with 2-byte gradients (Megatron's FP16 keeps FP32 main gradients too, 20)
     for stage, gb in expect.items():
-        st = mem.model_state_bytes_per_param("fp16", dp=64, zero_stage=stage, grad_bytes=2)
+        st = mem.model_state_bytes_per_param("bf16", dp=64, zero_stage=stage, grad_bytes=2)
         assert psi * st.total / GB == pytest.approx(gb, abs=0.05)
 
 
@@ -414,3 +416,13 @@ def test_attention_width_follows_head_dim():
     lay = Layout(dp=8, ep=8, recompute="selective")
     assert mem.training_memory(wide, lay).activations_bytes > \
         mem.training_memory(narrow, lay).activations_bytes
+
+
+def test_fp16_state_is_megatrons_twenty_bytes():
+    # Megatron-LM README, distributed optimizer: "fp16 param, fp16 grads | 20 | 4 + 16/d"
+    # (BF16 with FP32 gradients: 18 and 6 + 12/d)
+    assert mem.model_state_bytes_per_param("fp16").total == 20
+    assert mem.model_state_bytes_per_param("fp16", dp=8, distributed_optimizer=True).total == \
+        pytest.approx(4 + 16 / 8)
+    assert mem.model_state_bytes_per_param("bf16", dp=8, distributed_optimizer=True).total == \
+        pytest.approx(6 + 12 / 8)
