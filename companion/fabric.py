@@ -379,9 +379,13 @@ def megatron_default_bucket_params(dp_cp):
 
 def megatron_bucket_count(params, bucket_params):
     """Buckets Megatron-Core's DDP makes of ``params`` gradients: it closes a bucket at the
-    first parameter past ``bucket_params`` and the last takes what is left, so about
-    ``params / bucket_params`` of them, rounded, and at least one. Arrays in, arrays out."""
-    return np.maximum(1.0, np.floor(np.asarray(params) / np.asarray(bucket_params) + 0.5))
+    first parameter past ``bucket_params`` and gives what is left a bucket of its own
+    (``_ParamAndGradBuffer``: "Add remaining params to a new bucket"), so
+    ``ceil(params / bucket_params)`` of them for parameters small beside a bucket, and at
+    least one. Arrays in, arrays out."""
+    p = checks.real_array("params", params, nonnegative=True)
+    b = checks.real_array("bucket_params", bucket_params, positive=True)
+    return np.maximum(1.0, np.ceil(p / b))
 
 
 def bucketed_exposed_s(bucket_s, window_s, n_buckets, *, chunks=1, chunk_s=0.0, passes=1):

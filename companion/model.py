@@ -467,7 +467,11 @@ _PRESETS["deepseek-v3"] = (Transformer(
     "vocab 129280 and group-limited routing (n_group 8, topk_group 4: Section 2.1.2's "
     "node-limited routing, at most 4 nodes per token) from the released config.json. "
     "Multi-head latent attention is priced as MHA of the same width (128 heads x 56): 672B "
-    "total, 38.7B active; MTP module not counted"))
+    "total, 38.7B active; MTP module not counted. The stand-in is MHA everywhere: its KV "
+    "cache (2 x 128 x 56 values per token and layer, where MLA caches 512 + 64), attention "
+    "core (112 channels per head where MLA's QK and AV run 192 + 128) and saved Q, K and V "
+    "are not MLA's (q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64, v 128 in "
+    "the report's Section 4.2)"))
 _QWEN3 = ("Qwen Team 2025, Qwen3 Technical Report, arXiv:2505.09388, Table 2 (layers, heads "
           "Q/KV, 128 experts, 8 routed per token, no shared expert); hidden size, head_dim 128, "
           "moe_intermediate_size, vocab 151936 and untied embeddings from the released "

@@ -437,3 +437,14 @@ def test_ring_steps_needs_one_rank_count(n, error):
     with pytest.raises(error, match=r"\bn must be"):
         comm.ring_steps("all_reduce", n)
     assert comm.ring_steps("all_reduce", np.int64(8)) == 14 == comm.ring_steps("all_reduce", 8.0)
+
+
+def test_megatron_buckets_give_the_remainder_its_own_bucket():
+    # Megatron-Core's _ParamAndGradBuffer closes a bucket once it holds bucket_size
+    # parameters and puts what is left in a new bucket: 1.4e7 in buckets of 1e7 is two
+    from companion import fabric
+    assert fabric.megatron_bucket_count(1.4e7, 1e7) == 2
+    assert fabric.megatron_bucket_count(2.0e7, 1e7) == 2
+    assert fabric.megatron_bucket_count(1.0, 4e7) == 1
+    with pytest.raises(ValueError, match="bucket_params"):
+        fabric.megatron_bucket_count(1e9, 0)
