@@ -19,7 +19,7 @@ Formulas (``n`` ranks, ``S`` bytes, ``B`` per-direction bandwidth, ``a`` latency
 op             algorithm time
 ============== ========= ==============================================================
 all_reduce     ring      2(n-1) a + 2(n-1)/n S/B
-all_reduce     tree      2 ceil(log2 n) a + 2 S/B   (double binary tree)
+all_reduce     tree      2 floor(log2 n) a + 2 S/B  (double binary tree)
 all_reduce     nvls      2 a + (n+1)/n S/B          (NVLink SHARP in the NVSwitch)
 all_reduce     sharp     2 a + S/B                  (InfiniBand SHARP in the switches)
 reduce_scatter ring      (n-1) a + (n-1)/n S/B
@@ -34,7 +34,8 @@ Sources: the ring bandwidth terms are the lower bounds derived in nccl-tests'
 doc/PERFORMANCE.md (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md);
 the tree's ``2 S/B`` and its ``2 log2`` latency are NCCL's own tuning model
 (src/graph/tuning.cc in https://github.com/NVIDIA/nccl: tree algorithm bandwidth is half
-the bus bandwidth; tree latency is twice the depth), described in the NCCL 2.4 blog
+the bus bandwidth; tree latency is twice the depth, ``2 * log2i(nNodes) * interLat`` with
+``log2i`` rounding down, as :func:`companion.fabric.all_reduce_latency_s` counts it too), described in the NCCL 2.4 blog
 (https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/).
 NVLS: each GPU's link carries ``S`` to the switch for the multimem load-reduce of every
 chunk plus ``S/n`` for its own reduced chunk's multicast store, and the same inbound.
@@ -172,7 +173,7 @@ def collective_time_s(op: str, size_bytes, n, bandwidth_Bps: float, latency_s: f
     elif algorithm == "ring" and op == "all_reduce":
         t = 2 * (nf - 1) * a + 2 * (nf - 1) / nf * s / b
     elif algorithm == "tree":
-        depth = np.ceil(np.log2(np.maximum(nf, 1)))
+        depth = np.floor(np.log2(np.maximum(nf, 1)))  # NCCL's log2i
         t = 2 * depth * a + 2 * s / b
     elif algorithm == "nvls":
         t = 2 * a + (nf + 1) / nf * s / b
