@@ -281,11 +281,13 @@ def params_per_gpu_arrays(model: Transformer, tp, pp, ep=1, layers=None):
     implementation of :func:`params_per_gpu`."""
     tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
     layer_params, experts, _ = _layer_counts(model, layers)
-    embed = model.vocab * model.hidden + (model.seq_len * model.hidden
-                                          if model.learned_positions else 0)
+    embed = model.vocab * model.hidden  # VocabParallelEmbedding: split over TP
     if not model.tied_embeddings:  # the output layer sits on the first stage only if pp == 1
         embed = np.where(pp == 1, embed + model.vocab * model.hidden, embed)
-    dense = ((layer_params - experts) / pp + embed) / tp
+    # learned positions are a plain torch.nn.Embedding that every TP rank holds whole
+    # (Megatron-Core's LanguageModelEmbedding: "Position embedding (serial)")
+    positions = model.seq_len * model.hidden if model.learned_positions else 0
+    dense = ((layer_params - experts) / pp + embed) / tp + positions
     return dense, experts / pp / (ep * tp)
 
 
@@ -514,14 +516,18 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
     tp = checks.number("tp", tp, integer=True, positive=True)
     context_len = checks.number("context_len", context_len, integer=True, positive=True)
     checks.divides("tp", tp, "heads", model.heads)
-    weights = model.params
+    # an untied input table is gathered, not read: only the batch's rows (and positions)
+    # leave HBM, and the lookup is no GEMM; a tied table is read whole by the output layer
+    lookup = 0 if model.tied_embeddings else model.hidden * (
+        model.vocab + (model.seq_len if model.learned_positions else 0))
+    weights = model.params - lookup
     if model.is_moe:
         e, k = model.experts, model.top_k
         touched = e * (1 - (1 - k / e) ** b)
         weights -= model.moe_layers * (e - touched) * model.expert_params
     w_bytes = weights * dtype_bytes(weight_dtype) / tp
     kv = kv_cache_bytes(model, context_len, b, kv_dtype, tp)
-    flops = (2.0 * model.active_params * b
+    flops = (2.0 * (model.active_params - lookup) * b
              + 4.0 * b * context_len * model.layers * model.heads * model.head_dim) / tp
     compute_s = flops / g.peak_flops(precision)
     memory_s = (w_bytes + kv) / g.hbm_Bps

@@ -183,7 +183,11 @@ def test_decode_is_bandwidth_bound_at_small_batch():
     m = preset("llama3-8b")
     d = mem.decode_step(m, 1, 8192, H100)
     assert d.bound == "memory"
-    expect = (m.params * 2 + mem.kv_cache_bytes(m, 8192)) / 3.35e12
+    # Llama 3 8B's untied input table (128,256 x 4,096) is gathered row by row, not read:
+    # the step reads the other 7.50e9 parameters (8.03e9 in all) and the KV cache
+    read = m.params - 128256 * 4096
+    assert read == pytest.approx(7.50e9, rel=2e-3)
+    expect = (read * 2 + mem.kv_cache_bytes(m, 8192)) / 3.35e12
     assert d.time_s == pytest.approx(expect)
     assert d.tokens_per_s == pytest.approx(1 / expect)
     assert mem.decode_step(m, 64, 8192, H100).tokens_per_s > 10 * d.tokens_per_s
@@ -426,3 +430,12 @@ def test_fp16_state_is_megatrons_twenty_bytes():
         pytest.approx(4 + 16 / 8)
     assert mem.model_state_bytes_per_param("bf16", dp=8, distributed_optimizer=True).total == \
         pytest.approx(6 + 12 / 8)
+
+
+def test_learned_positions_are_whole_on_every_tp_rank():
+    # Megatron-Core's LanguageModelEmbedding: the word embedding is a VocabParallelEmbedding
+    # (split over TP), the learned position embedding a plain torch.nn.Embedding, "Position
+    # embedding (serial)": GPT-3 175B at TP 8 holds all 2,048 x 12,288 positions per rank
+    m = preset("gpt3-175b")
+    one, eight = mem.params_per_gpu_arrays(m, 1, 1)[0], mem.params_per_gpu_arrays(m, 8, 1)[0]
+    assert one - 8 * eight == pytest.approx(-7 * 2048 * 12288)
