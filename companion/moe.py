@@ -84,6 +84,10 @@ def achieved_Bps(gpu, scaleup_Bps, scaleout_Bps, fallback_scaleup_fraction):
     """(NVLink, network) bandwidth one GPU reaches in an MoE all-to-all, bytes/s per direction.
     GPU families without a published measurement use ``fallback_scaleup_fraction`` (the ring
     calibration) over NVLink."""
+    checks.number("scaleup_Bps", scaleup_Bps, positive=True)
+    checks.number("scaleout_Bps", scaleout_Bps, positive=True)
+    checks.number("fallback_scaleup_fraction", fallback_scaleup_fraction, positive=True,
+                  maximum=1)
     fam = _family(gpu)
     up = NVLINK_A2A_FRACTION[fam] if fam else fallback_scaleup_fraction
     return scaleup_Bps * up, scaleout_Bps * NIC_A2A_FRACTION
@@ -232,7 +236,10 @@ def group_span(size: int, stride: int, domain_gpus: int, world: int | None = Non
 def hit_probability(experts_held, experts: int, top_k: int):
     """Chance that a token's ``top_k`` distinct experts, drawn uniformly from ``experts``,
     include at least one of ``experts_held``: 1 - C(E - m, k) / C(E, k)."""
-    m = np.asarray(experts_held, dtype=np.float64)
+    experts, top_k = _experts_top_k(experts, top_k)
+    m = checks.real_array("experts_held", experts_held, nonnegative=True)
+    if np.any(m > experts):
+        raise ValueError(f"experts_held must be <= experts={experts}; got {m.max():g}")
     miss = np.ones_like(m)
     for i in range(top_k):
         miss = miss * np.clip((experts - m - i) / (experts - i), 0.0, 1.0)
@@ -389,20 +396,36 @@ def rows_per_expert(tokens, top_k: int, experts: int, ep, etp, tp, routing_skew=
     """Tokens one local expert multiplies per microbatch on the busiest rank: the group's
     tokens (``tokens`` per TP group, gathered over ETP) x top_k spread over the experts,
     times the skew; at least 1."""
-    rows = np.asarray(tokens) * etp / tp * top_k * ep / experts * routing_skew
+    experts, top_k = _experts_top_k(experts, top_k)
+    tokens = checks.real_array("tokens", tokens, nonnegative=True)
+    ep, etp, tp = (checks.real_array(p, x, positive=True)
+                   for p, x in (("ep", ep), ("etp", etp), ("tp", tp)))
+    rows = tokens * etp / tp * top_k * ep / experts * _skew(routing_skew)
     return np.maximum(1, np.ceil(rows)).astype(np.int64)
 
 
 def permute_bytes(tokens, hidden: int, top_k: int, tp=1):
     """HBM bytes of permute plus unpermute in one direction: read each token (BF16), write its
     top_k copies, and the reverse (Megatron's fused ``moe_permute`` / ``moe_unpermute``)."""
-    return 2.0 * 2.0 * np.asarray(tokens) / tp * hidden * (1 + top_k)
+    tokens, hidden, top_k, tp = _token_shape(tokens, hidden, top_k, tp)
+    return 2.0 * 2.0 * tokens / tp * hidden * (1 + top_k)
 
 
 def router_bytes(tokens, experts: int, top_k: int, tp=1):
     """HBM bytes of the router after its GEMM, one direction: FP32 logits written and read by
     softmax / top-k, probabilities and int64 indices of the top_k written."""
-    return np.asarray(tokens) / tp * (experts * 4.0 * 3 + top_k * (4.0 + 8.0))
+    experts, top_k = _experts_top_k(experts, top_k)
+    tokens, _, _, tp = _token_shape(tokens, 1, top_k, tp)
+    return tokens / tp * (experts * 4.0 * 3 + top_k * (4.0 + 8.0))
+
+
+def _token_shape(tokens, hidden, top_k, tp):
+    """``tokens`` (>= 0) and ``tp`` (> 0) as arrays, ``hidden`` and ``top_k`` as integers
+    >= 1: the checked inputs of the byte counts above."""
+    return (checks.real_array("tokens", tokens, nonnegative=True),
+            checks.number("hidden", hidden, integer=True, minimum=1),
+            checks.number("top_k", top_k, integer=True, minimum=1),
+            checks.real_array("tp", tp, positive=True))
 
 
 #: GEMMs each local expert runs per MoE layer and microbatch: FC1 and FC2 forward, their
@@ -455,7 +478,8 @@ def saved_bytes_per_layer(tokens, hidden: int, experts: int, top_k: int, tp, etp
 def transient_bytes(tokens, hidden: int, top_k: int, tp):
     """The permutation buffer alive while one MoE layer dispatches: the top_k permuted BF16
     copies of the rank's tokens before they leave (one layer at a time)."""
-    return 2.0 * top_k * np.asarray(tokens, dtype=np.float64) / tp * hidden
+    tokens, hidden, top_k, tp = _token_shape(tokens, hidden, top_k, tp)
+    return 2.0 * top_k * tokens / tp * hidden
 
 
 

@@ -730,3 +730,19 @@ def test_an_expert_group_must_divide_the_experts():
     # layout (before the check this crashed with a raw IndexError under group-limited routing)
     with pytest.raises(ValueError, match="size=3 must divide experts=8"):
         moe.copies_per_token("deepep", 3, 1, 8, 8, 2, None, None, 2, 1)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: moe.rows_per_expert(100, 2, 0, 1, 1, 1), ValueError, "experts must be >= 1"),
+    (lambda: moe.rows_per_expert(float("nan"), 2, 8, 1, 1, 1), ValueError, "tokens"),
+    (lambda: moe.permute_bytes(-100, 4096, 2), ValueError, "tokens"),
+    (lambda: moe.router_bytes(100, 8, 2, tp=0), ValueError, "tp"),
+    (lambda: moe.transient_bytes("100", 4096, 2, 1), TypeError, "tokens"),
+    (lambda: moe.hit_probability(2, 4, 8), ValueError, "top_k=8 must be <= experts=4"),
+    (lambda: moe.hit_probability(10, 8, 2), ValueError, "experts_held"),
+    (lambda: moe.achieved_Bps(None, -1e9, 1e9, 0.5), ValueError, "scaleup_Bps"),
+])
+def test_moe_byte_and_kernel_helpers_refuse_nonsense(call, error, match):
+    # these returned INT64_MIN rows, negative bytes, inf or a probability of 1 for 10 of 8
+    with pytest.raises(error, match=match):
+        call()
