@@ -12,7 +12,8 @@ from companion import checks, moe
 from companion.calibration import DEFAULT, Calibration, checked
 from companion.machine import Stack, resolve
 from companion.memory import check_offload
-from companion.model import Layout, Transformer, check_layout, preset, presets
+from companion.model import (STEP_PRECISIONS, Layout, Transformer, check_layout, preset,
+                             presets)
 from companion.steptime import (RECOMPUTE_CODE, check_split, derived_arrays, memory_arrays,
                                 stage_layers, step_arrays)
 
@@ -144,8 +145,9 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
         raise ValueError("layout.global_batch must be set to time a step (it fixes the "
                          "number of microbatches)")
     if layout.precision == "fp32":  # a Layout may say fp32 for memory; no step model prices it
-        raise ValueError("layout.precision='fp32' sizes memory only; a step time needs GEMMs in "
-                         "bf16, fp16, fp8 or fp4 (FP32 matmuls run on tensor cores only as TF32)")
+        raise ValueError(f"layout.precision='fp32' sizes memory only; a step time needs GEMMs "
+                         f"in {', '.join(STEP_PRECISIONS)} (FP32 matmuls run on tensor cores "
+                         f"only as TF32)")
     reserve_bytes = checks.number("reserve_bytes", reserve_bytes, nonnegative=True)
     checked(calibration)
     check_split(uneven_stages, embedding_loss_slots)

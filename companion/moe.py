@@ -100,10 +100,13 @@ def wire_bytes(dispatch_precision: str) -> float:
 
 
 # -- checks ----------------------------------------------------------------------------------
+def _count(param, value) -> int:
+    return checks.number(param, value, integer=True, minimum=1)
+
+
 def _experts_top_k(experts, top_k) -> tuple[int, int]:
     """``experts`` and ``top_k`` as integers >= 1 with ``top_k <= experts``."""
-    e = checks.number("experts", experts, integer=True, minimum=1)
-    k = checks.number("top_k", top_k, integer=True, minimum=1)
+    e, k = _count("experts", experts), _count("top_k", top_k)
     if k > e:
         raise ValueError(f"top_k={k} must be <= experts={e}")
     return e, k
@@ -397,9 +400,8 @@ def rows_per_expert(tokens, top_k: int, experts: int, ep, etp, tp, routing_skew=
     tokens (``tokens`` per TP group, gathered over ETP) x top_k spread over the experts,
     times the skew; at least 1."""
     experts, top_k = _experts_top_k(experts, top_k)
-    tokens = checks.real_array("tokens", tokens, nonnegative=True)
-    ep, etp, tp = (checks.real_array(p, x, positive=True)
-                   for p, x in (("ep", ep), ("etp", etp), ("tp", tp)))
+    tokens, tp = _tokens_tp(tokens, tp)
+    ep, etp = (checks.real_array(p, x, positive=True) for p, x in (("ep", ep), ("etp", etp)))
     rows = tokens * etp / tp * top_k * ep / experts * _skew(routing_skew)
     return np.maximum(1, np.ceil(rows)).astype(np.int64)
 
@@ -407,7 +409,8 @@ def rows_per_expert(tokens, top_k: int, experts: int, ep, etp, tp, routing_skew=
 def permute_bytes(tokens, hidden: int, top_k: int, tp=1):
     """HBM bytes of permute plus unpermute in one direction: read each token (BF16), write its
     top_k copies, and the reverse (Megatron's fused ``moe_permute`` / ``moe_unpermute``)."""
-    tokens, hidden, top_k, tp = _token_shape(tokens, hidden, top_k, tp)
+    tokens, tp = _tokens_tp(tokens, tp)
+    hidden, top_k = _count("hidden", hidden), _count("top_k", top_k)
     return 2.0 * 2.0 * tokens / tp * hidden * (1 + top_k)
 
 
@@ -415,17 +418,16 @@ def router_bytes(tokens, experts: int, top_k: int, tp=1):
     """HBM bytes of the router after its GEMM, one direction: FP32 logits written and read by
     softmax / top-k, probabilities and int64 indices of the top_k written."""
     experts, top_k = _experts_top_k(experts, top_k)
-    tokens, _, _, tp = _token_shape(tokens, 1, top_k, tp)
+    tokens, tp = _tokens_tp(tokens, tp)
     return tokens / tp * (experts * 4.0 * 3 + top_k * (4.0 + 8.0))
 
 
-def _token_shape(tokens, hidden, top_k, tp):
-    """``tokens`` (>= 0) and ``tp`` (> 0) as arrays, ``hidden`` and ``top_k`` as integers
-    >= 1: the checked inputs of the byte counts above."""
+def _tokens_tp(tokens, tp):
+    """``tokens`` (>= 0) and ``tp`` (> 0) as float64 arrays: the checked inputs of the
+    per-rank kernel and byte counts."""
     return (checks.real_array("tokens", tokens, nonnegative=True),
-            checks.number("hidden", hidden, integer=True, minimum=1),
-            checks.number("top_k", top_k, integer=True, minimum=1),
             checks.real_array("tp", tp, positive=True))
+
 
 
 #: GEMMs each local expert runs per MoE layer and microbatch: FC1 and FC2 forward, their
@@ -463,10 +465,9 @@ def saved_bytes_per_layer(tokens, hidden: int, experts: int, top_k: int, tp, etp
     and its int64 top-k indices. ``tokens``: tokens of the microbatch on one TP group (>= 0);
     ``hidden``, ``experts`` and ``top_k`` integers >= 1; ``tp`` and ``etp`` > 0 and
     ``routing_skew`` >= 1 (numbers or arrays)."""
-    t = checks.real_array("tokens", tokens, nonnegative=True)
-    hidden = checks.number("hidden", hidden, integer=True, minimum=1)
+    t, tp = _tokens_tp(tokens, tp)
+    hidden = _count("hidden", hidden)
     experts, top_k = _experts_top_k(experts, top_k)
-    tp = checks.real_array("tp", tp, positive=True)
     etp = checks.real_array("etp", etp, positive=True)
     skew = _skew(routing_skew)
     _broadcast(tokens=t, tp=tp, etp=etp, routing_skew=skew)
@@ -478,7 +479,8 @@ def saved_bytes_per_layer(tokens, hidden: int, experts: int, top_k: int, tp, etp
 def transient_bytes(tokens, hidden: int, top_k: int, tp):
     """The permutation buffer alive while one MoE layer dispatches: the top_k permuted BF16
     copies of the rank's tokens before they leave (one layer at a time)."""
-    tokens, hidden, top_k, tp = _token_shape(tokens, hidden, top_k, tp)
+    tokens, tp = _tokens_tp(tokens, tp)
+    hidden, top_k = _count("hidden", hidden), _count("top_k", top_k)
     return 2.0 * top_k * tokens / tp * hidden
 
 
