@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -27,13 +28,15 @@ from companion import checks
 from companion.comm import _out, _ranks, _sizes, collective_time_s
 from companion.moe import group_span
 
-# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, LL128
-# protocol, 2020 version of https://github.com/NVIDIA/nccl): a ring step costs 1.9 us over
-# NVLink and 4.0 us over the network, a tree level 1.2 us and 8.5 us. NCCL adds a fixed
-# per-call baseLat on top, which these models leave out. Defaults only; pass measured
-# values when you have them.
-NCCL_NVLINK_STEP_S = 1.9e-6
-NCCL_NET_STEP_S = 4.0e-6
+# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, 2020
+# version of https://github.com/NVIDIA/nccl): a ring step per protocol, (NVLink, network).
+# The models price LL128, the protocol NCCL picks for most training-sized messages: a ring
+# step costs 1.9 us over NVLink and 4.0 us over the network, a tree level 1.2 us and 8.5 us.
+# NCCL adds a fixed per-call baseLat on top, which these models leave out. Defaults only;
+# pass measured values when you have them.
+NCCL_RING_STEP_S = MappingProxyType({"LL": (0.47e-6, 2.7e-6), "LL128": (1.9e-6, 4.0e-6),
+                                     "Simple": (3.4e-6, 9.6e-6)})
+NCCL_NVLINK_STEP_S, NCCL_NET_STEP_S = NCCL_RING_STEP_S["LL128"]
 NCCL_TREE_NVLINK_STEP_S = 1.2e-6
 NCCL_TREE_NET_STEP_S = 8.5e-6
 FLAT_ALGORITHMS = ("ring", "tree")
@@ -478,5 +481,5 @@ __all__ = [
     "tail_latency", "bucket_plan", "bucket_tradeoff", "bucketed_exposed_s",
     "megatron_default_bucket_params", "megatron_bucket_count", "p99_slowdown", "rails", "job_leaves",
     "all_reduce_latency_s", "flat_all_reduce_time_s", "flat_Bps", "cross_domain_ring_slowdown",
-    "ASSUMED_JITTER", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S", "NCCL_TREE_NVLINK_STEP_S", "NCCL_TREE_NET_STEP_S",
+    "ASSUMED_JITTER", "NCCL_RING_STEP_S", "NCCL_NVLINK_STEP_S", "NCCL_NET_STEP_S", "NCCL_TREE_NVLINK_STEP_S", "NCCL_TREE_NET_STEP_S",
 ]

@@ -105,6 +105,16 @@ def test_tree_matches_nccl_tuning_model():
     assert small[1] < small[0] and big[0] < big[1]
 
 
+def test_ring_step_latencies_are_nccl_hwlat():
+    # NCCL src/graph/tuning.cc, hwLat, Ring (LL/LL128/Simple) in us:
+    # NVLINK { .47, 1.9, 3.4 }, NET { 2.7, 4.0, 9.6 }; the models price LL128
+    us = {p: tuple(round(s * 1e6, 2) for s in v) for p, v in fabric.NCCL_RING_STEP_S.items()}
+    assert us == {"LL": (0.47, 2.7), "LL128": (1.9, 4.0), "Simple": (3.4, 9.6)}
+    assert (fabric.NCCL_NVLINK_STEP_S, fabric.NCCL_NET_STEP_S) == fabric.NCCL_RING_STEP_S["LL128"]
+    with pytest.raises(TypeError):
+        fabric.NCCL_RING_STEP_S["LL128"] = (0.0, 0.0)
+
+
 def test_other_formulas():
     bw, a, s = 100 * GB, 1e-6, 8e8
     assert comm.collective_time_s("all_gather", s, 4, bw, a) == pytest.approx(3 * a + 0.75 * s / bw)
