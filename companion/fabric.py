@@ -399,7 +399,22 @@ def bucketed_exposed_s(bucket_s, window_s, n_buckets, *, chunks=1, chunk_s=0.0, 
     interleaved pipeline's later model chunks, which Megatron-Core does not bucket). Sends
     run one after another on one stream; the last bucket can only start when its window
     ends, so with one chunk and one pass the result is ``max(c, N c - window (1 - 1 / N))``
-    for N buckets of c seconds. Arrays broadcast."""
+    for N buckets of c seconds. Arrays broadcast.
+    Every input must be finite; times >= 0, ``n_buckets``, ``chunks`` and ``passes`` whole
+    numbers >= 1."""
+    for name, x in (("n_buckets", n_buckets), ("chunks", chunks), ("passes", passes)):
+        a = checks.real_array(name, x, positive=True)
+        if (a < 1).any() or (a != np.floor(a)).any():
+            raise ValueError(f"{name} must be whole numbers >= 1; got {a.ravel()[:3].tolist()}")
+    return _bucketed_exposed_s(checks.real_array("bucket_s", bucket_s, nonnegative=True),
+                               checks.real_array("window_s", window_s, nonnegative=True),
+                               n_buckets, chunks=chunks,
+                               chunk_s=checks.real_array("chunk_s", chunk_s, nonnegative=True),
+                               passes=passes)
+
+
+def _bucketed_exposed_s(bucket_s, window_s, n_buckets, *, chunks=1, chunk_s=0.0, passes=1):
+    # unchecked: the step model's vectorised path calls it for every layout it prices
     b, w, k = (np.asarray(x, dtype=float) for x in (bucket_s, window_s, n_buckets))
     v, m = np.asarray(chunks, dtype=float), np.asarray(passes, dtype=float)
     p = np.asarray(chunk_s, dtype=float) * (v > 1)  # one chunk: no unbucketed pieces
@@ -452,7 +467,7 @@ def bucket_plan(grad_bytes: float, bucket_bytes, backward_s: float, all_reduce_s
         raise ValueError(f"all_reduce_s must return one time per bucket size ({nb.shape}) or "
                          f"one number; got shape {c.shape}")
     return BucketPlan(bucket_bytes=b, n_buckets=nb.astype(np.int64), per_bucket_s=c,
-                      comm_total_s=nb * c, exposed_s=bucketed_exposed_s(c, bwd, nb))
+                      comm_total_s=nb * c, exposed_s=_bucketed_exposed_s(c, bwd, nb))
 
 
 def bucket_tradeoff(grad_bytes: float, bucket_bytes, backward_s: float, n: int,

@@ -29,7 +29,7 @@ from companion import checks, hardware, moe
 from companion.calibration import (attention_fraction, block_scaled_gemm_slowdown,
                                    linear_times, quantization_bytes, sustained_fraction)
 from companion.comm import collective_time_s
-from companion.fabric import (NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, bucketed_exposed_s,
+from companion.fabric import (NCCL_NET_STEP_S, NCCL_NVLINK_STEP_S, Fabric, _bucketed_exposed_s,
                              megatron_bucket_count, megatron_default_bucket_params)
 from companion.memory import training_memory_arrays
 from companion.model import Transformer, as_transformer
@@ -586,7 +586,7 @@ def _data_parallel(X, cl, cal, st, m, fwd_window, bwd_window):
         # ZeRO-2/3 send every microbatch's gradients (and gather the parameters twice), each
         # time in the same buckets; only the step's last bucket has nothing to hide behind
         data = np.maximum(0.0, pass_s - calls * call_lat) / v  # one model chunk's bytes
-        return bucketed_exposed_s(data / k + call_lat, window_s / passes, k, chunks=v,
+        return _bucketed_exposed_s(data / k + call_lat, window_s / passes, k, chunks=v,
                                   chunk_s=data + call_lat, passes=passes)
 
     # the gradient stream: a reduce-scatter per pass (ZeRO 1-3) or one all-reduce (ZeRO 0)

@@ -324,6 +324,28 @@ def test_bucketed_exposure_by_hand():
     assert list(fabric.megatron_default_bucket_params([64, 512])) == [64_000_000, 512_000_000]
 
 
+@pytest.mark.parametrize("kwargs, exc, words", [
+    ({"n_buckets": 0}, ValueError, "n_buckets must be"),
+    ({"n_buckets": 2.5}, ValueError, "whole numbers"),
+    ({"chunks": 0}, ValueError, "chunks must be"),
+    ({"passes": 1.5}, ValueError, "passes must be whole"),
+    ({"bucket_s": -1.0}, ValueError, "bucket_s must be finite and >= 0"),
+    ({"window_s": float("nan")}, ValueError, "window_s must be finite"),
+    ({"chunk_s": -0.1}, ValueError, "chunk_s must be finite and >= 0"),
+    ({"bucket_s": "6"}, TypeError, "bucket_s must be a number"),
+    ({"n_buckets": [1, 0]}, ValueError, "n_buckets must be"),
+])
+def test_bucketed_exposure_refuses_bad_input(kwargs, exc, words):
+    # before, 0 buckets gave inf, 2.5 buckets a number, a negative send time a negative
+    # exposure and NaN passed through
+    args = {"bucket_s": 6.0, "window_s": 30.0, "n_buckets": 5} | kwargs
+    with pytest.raises(exc, match=words):
+        fabric.bucketed_exposed_s(**args)
+    # numpy integers and whole floats are whole numbers
+    assert fabric.bucketed_exposed_s(6.0, 30.0, np.int64(5), passes=2.0) == pytest.approx(
+        fabric.bucketed_exposed_s(6.0, 30.0, 5, passes=2))
+
+
 def _simulate_pieces(bucket, window, k, chunks, chunk_s, passes):
     pieces = []
     for p in range(passes):
