@@ -47,14 +47,17 @@ from companion.roofline import dtype_bytes, resolve_gpu
 # Bytes per parameter: (weights, gradients, optimizer state) before any sharding, as
 # Megatron-LM's README tabulates them for its distributed optimizer ("fp16 param, fp16 grads
 # 20, 4 + 16/d; bf16 param, fp32 grads 18, 6 + 12/d; fp32 param, fp32 grads 16, 8 + 8/d").
-# BF16: 16-bit weights, FP32 main gradients (Megatron accumulates in FP32), FP32 master copy
-# + Adam m + v. FP16: 16-bit weights and gradients (loss scaling keeps them FP16), and the
-# optimizer's FP32 main gradients beside its master copy and m and v, 16 bytes it shards.
-# FP8/FP4 GEMMs keep BF16's stored state: Transformer Engine casts BF16 weights per GEMM
-# (``fp8_params=True`` models FP8 weight storage instead). Pure FP32: 4-byte weights and
-# gradients, no master copy, Adam m + v.
-_STATE = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12), "fp4": (2, 4, 12),
+# Mixed precision: 16-bit weights, an FP32 master copy + Adam m + v (12 bytes the optimizer
+# shards), and gradients in the buffer's width: FP32 for BF16 (Megatron accumulates in FP32),
+# 16-bit for FP16 (loss scaling keeps them FP16). Where the buffer is 16-bit, the optimizer
+# also holds FP32 main gradients (``main_param.grad = model_param.main_grad.float()``, in the
+# distributed optimizer ``shard_model_grad.float()``): 4 more sharded bytes, whether the
+# weights are FP16 or BF16; FP32 gradients are used in place. FP8/FP4 GEMMs keep BF16's stored
+# state: Transformer Engine casts BF16 weights per GEMM (``fp8_params=True`` models FP8 weight
+# storage instead). Pure FP32: 4-byte weights and gradients, no master copy, Adam m + v.
+_STATE = {"bf16": (2, 4, 12), "fp16": (2, 2, 12), "fp8": (2, 4, 12), "fp4": (2, 4, 12),
           "fp32": (4, 4, 8)}
+_FP32_GRAD_COPY_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -71,14 +74,20 @@ class StateBytes:
 
 
 def state_bytes_arrays(precision: str = "bf16", dp=1, stage=0, grad_bytes: float | None = None,
-                       fp8_params: bool = False):
+                       fp8_params: bool = False, fp32_grad_copy: bool | None = None):
     """Weights, gradients and optimizer bytes per parameter (three float64 arrays) for arrays
     of ``dp`` and sharding ``stage`` (0 none, 1 optimizer state, 2 and gradients, 3 and
-    weights; Megatron's distributed optimizer is stage 1). The one implementation of
-    :func:`model_state_bytes_per_param`."""
+    weights; Megatron's distributed optimizer is stage 1). ``fp32_grad_copy`` None follows
+    Megatron (the optimizer keeps FP32 main gradients where the gradient buffer is narrower
+    than FP32 and the weights have a master copy); False is the ZeRO paper's K = 12, which
+    counts none. The one implementation of :func:`model_state_bytes_per_param`."""
     w, g, o = _STATE[checks.choice("precision", precision, PRECISIONS)]
     if grad_bytes is not None:
         g = checks.number("grad_bytes", grad_bytes, positive=True)
+    if fp32_grad_copy is None:
+        fp32_grad_copy = w < 4 and g < 4
+    if checks.boolean("fp32_grad_copy", fp32_grad_copy):
+        o += _FP32_GRAD_COPY_BYTES
     if checks.boolean("fp8_params", fp8_params):
         w = 1
     dp, stage = np.asarray(dp, dtype=np.int64), np.asarray(stage, dtype=np.int64)
@@ -89,16 +98,19 @@ def state_bytes_arrays(precision: str = "bf16", dp=1, stage=0, grad_bytes: float
 def model_state_bytes_per_param(precision: str = "bf16", dp: int = 1, zero_stage: int = 0,
                                 distributed_optimizer: bool = False,
                                 grad_bytes: float | None = None,
-                                fp8_params: bool = False) -> StateBytes:
+                                fp8_params: bool = False,
+                                fp32_grad_copy: bool | None = None) -> StateBytes:
     """Per-GPU bytes per parameter. Megatron BF16 + Adam: 18 without the distributed
-    optimizer, 6 + 12/dp with it. ``grad_bytes=2`` gives the ZeRO paper's 16-byte recipe
-    (2 + 2 + 12), sharded as stage 1: 4 + 12/dp, stage 2: 2 + 14/dp, stage 3: 16/dp."""
+    optimizer, 6 + 12/dp with it; 16-bit gradients (FP16's default, or ``grad_bytes=2``) add
+    the optimizer's FP32 copy of them: 20, 4 + 16/dp. ``grad_bytes=2,
+    fp32_grad_copy=False`` gives the ZeRO paper's 16-byte recipe (2 + 2 + 12), sharded as
+    stage 1: 4 + 12/dp, stage 2: 2 + 14/dp, stage 3: 16/dp."""
     dp = checks.number("dp", dp, integer=True, positive=True)
     checks.number("zero_stage", zero_stage, integer=True, minimum=0, maximum=3)
     checks.boolean("distributed_optimizer", distributed_optimizer)
     stage = max(zero_stage, 1 if distributed_optimizer else 0)
     return StateBytes(*(float(x) for x in state_bytes_arrays(precision, dp, stage, grad_bytes,
-                                                             fp8_params)))
+                                                             fp8_params, fp32_grad_copy)))
 
 
 def megatron_bytes_per_param(dp: int = 1, distributed_optimizer: bool = False) -> float:
@@ -108,7 +120,7 @@ def megatron_bytes_per_param(dp: int = 1, distributed_optimizer: bool = False) -
 
 #: Gradient bytes per parameter of each model-state accounting: Megatron-LM keeps FP32
 #: gradients (``main_grad``, 18 B/param with Adam); the ZeRO paper (Rajbhandari et al. 2020,
-#: Section 3.1) counts 16-bit gradients, 2 + 2 + 12 = 16 B/param.
+#: Section 3.1) counts 16-bit gradients and no FP32 copy of them, 2 + 2 + 12 = 16 B/param.
 STATE_CONVENTIONS = {"megatron": 4.0, "zero-paper": 2.0}
 
 
@@ -117,7 +129,8 @@ def bytes_per_param(dp: int = 1, stage: int = 0, convention: str = "megatron") -
     ``stage`` (0-3) over ``dp`` ranks, in one of :data:`STATE_CONVENTIONS`: Megatron 18, 6 +
     12/dp, 2 + 16/dp, 18/dp; ZeRO paper 16, 4 + 12/dp, 2 + 14/dp, 16/dp."""
     g = STATE_CONVENTIONS[checks.choice("convention", convention, STATE_CONVENTIONS)]
-    return model_state_bytes_per_param("bf16", dp, stage, grad_bytes=g).total
+    return model_state_bytes_per_param("bf16", dp, stage, grad_bytes=g,
+                                       fp32_grad_copy=False if g < 4 else None).total
 
 
 def trains_with_dropout(model) -> bool:
@@ -252,9 +265,10 @@ class ParamSplit:
 
 
 def params_per_gpu(model: Transformer, layout: Layout) -> ParamSplit:
-    """Parameters held by a first-stage GPU: its share of the layers plus the embeddings
-    (and the output layer when untied and pp == 1), split by TP; routed experts split by
-    EP x TP (Megatron's expert tensor parallel size defaults to TP). ``model`` is a
+    """Parameters held by a first-stage GPU: its share of the layers plus the word embeddings
+    (and the output layer when untied and pp == 1), split by TP, and learned position
+    embeddings whole on every TP rank; routed experts split by EP x TP (Megatron's expert
+    tensor parallel size defaults to TP). ``model`` is a
     :class:`~companion.model.Transformer` or a preset name."""
     model = as_transformer("model", model)
     check_layout(model, layout)
@@ -516,10 +530,11 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
     tp = checks.number("tp", tp, integer=True, positive=True)
     context_len = checks.number("context_len", context_len, integer=True, positive=True)
     checks.divides("tp", tp, "heads", model.heads)
-    # an untied input table is gathered, not read: only the batch's rows (and positions)
-    # leave HBM, and the lookup is no GEMM; a tied table is read whole by the output layer
-    lookup = 0 if model.tied_embeddings else model.hidden * (
-        model.vocab + (model.seq_len if model.learned_positions else 0))
+    # an untied input table is gathered, not read: only the batch's rows leave HBM, and the
+    # lookup is no GEMM; a tied table is read whole by the output layer. Learned positions are
+    # always a gather, tied or not
+    lookup = model.hidden * ((0 if model.tied_embeddings else model.vocab)
+                             + (model.seq_len if model.learned_positions else 0))
     weights = model.params - lookup
     if model.is_moe:
         e, k = model.experts, model.top_k

@@ -141,10 +141,11 @@ def test_zero_paper_figure1():
     baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB."""
     psi = 7.5e9
     expect = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
-    # the paper's K = 12 (FP32 master weights, m and v) beside 16-bit weights and gradients:
-    # the BF16 state with 2-byte gradients (Megatron's FP16 keeps FP32 main gradients too, 20)
+    # the paper's K = 12 (FP32 master weights, m and v) beside 16-bit weights and gradients,
+    # and no FP32 copy of the gradients (Megatron keeps one beside 16-bit gradients: 20)
     for stage, gb in expect.items():
-        st = mem.model_state_bytes_per_param("bf16", dp=64, zero_stage=stage, grad_bytes=2)
+        st = mem.model_state_bytes_per_param("bf16", dp=64, zero_stage=stage, grad_bytes=2,
+                                             fp32_grad_copy=False)
         assert psi * st.total / GB == pytest.approx(gb, abs=0.05)
 
 
@@ -191,6 +192,15 @@ def test_decode_is_bandwidth_bound_at_small_batch():
     assert d.time_s == pytest.approx(expect)
     assert d.tokens_per_s == pytest.approx(1 / expect)
     assert mem.decode_step(m, 64, 8192, H100).tokens_per_s > 10 * d.tokens_per_s
+
+
+def test_decode_gathers_learned_positions_of_a_tied_model():
+    # GPT-3 175B ties its word table to the output layer, which reads it whole, but its
+    # 2,048 x 12,288 learned positions are gathered row by row like any input lookup
+    m = preset("gpt3-175b")
+    assert m.tied_embeddings and m.learned_positions
+    d = mem.decode_step(m, 1, 2048, H100)
+    assert d.weights_bytes == pytest.approx((m.params - 2048 * 12288) * 2)
 
 
 @pytest.mark.parametrize("call, exc, match", [
@@ -430,6 +440,22 @@ def test_fp16_state_is_megatrons_twenty_bytes():
         pytest.approx(4 + 16 / 8)
     assert mem.model_state_bytes_per_param("bf16", dp=8, distributed_optimizer=True).total == \
         pytest.approx(6 + 12 / 8)
+
+
+def test_sixteen_bit_gradients_cost_the_same_for_fp16_and_bf16_weights():
+    """Megatron-LM's optimizers make FP32 main gradients from a 16-bit gradient buffer
+    (``main_param.grad = model_param.main_grad.float()``; the distributed optimizer's
+    ``shard_model_grad.float()``) whatever the 16-bit weight type, and use an FP32 buffer in
+    place: the README's FP16 row (2 + 2 + 16 = 20, 4 + 16/d) is any 16-bit gradient's, its
+    BF16 row (2 + 4 + 12 = 18, 6 + 12/d) any FP32 gradient's."""
+    for p in ("fp16", "bf16"):
+        assert mem.model_state_bytes_per_param(p, grad_bytes=2).total == 20
+        assert mem.model_state_bytes_per_param(p, grad_bytes=4).total == 18
+        assert mem.model_state_bytes_per_param(p, dp=8, distributed_optimizer=True,
+                                               grad_bytes=2).total == pytest.approx(4 + 16 / 8)
+    assert mem.model_state_bytes_per_param("fp32").total == 16  # no master copy, no FP32 copy
+    with pytest.raises(TypeError, match="fp32_grad_copy"):
+        mem.model_state_bytes_per_param(fp32_grad_copy="no")
 
 
 def test_learned_positions_are_whole_on_every_tp_rank():
