@@ -10,7 +10,7 @@ import numpy as np
 
 from companion import checks, moe
 from companion.calibration import DEFAULT, Calibration, checked
-from companion.machine import Stack, resolve
+from companion.machine import Stack, check_fp8_recipe, resolve
 from companion.memory import check_offload
 from companion.model import (STEP_PRECISIONS, Layout, Transformer, check_layout, preset,
                              presets)
@@ -156,6 +156,7 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
         raise ValueError(f"embedding_loss_slots needs pp x vpp = {layout.pp * layout.vpp} to "
                          f"divide layers + 2 = {model.layers + 2} ({model.name})")
     g, st, cl = resolve(gpu, system, software)
+    check_fp8_recipe(g, st, layout.precision)
     num_gpus = layout.num_gpus if num_gpus is None else num_gpus
     checks.gpu_count("num_gpus", num_gpus)
     lst = int(stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages, slots))

@@ -220,14 +220,19 @@ def cross_domain_ring(cl: Cluster, gpus: int, size_bytes: float) -> CrossDomainR
 
 def _resolve(gpu, system, software):
     g, st = hardware.gpu(gpu), stack(software)
-    if st.fp8_scaling == "mxfp8" and hardware.compute_major(g) < 10:
+    return g, st, cluster(g, system)
+
+
+def check_fp8_recipe(g, st: Stack, precision: str) -> None:
+    """Refuse a stack's FP8 recipe on a GPU that cannot run it, where the step runs FP8 GEMMs
+    (a BF16 step on the same stack never scales anything to FP8)."""
+    if precision == "fp8" and st.fp8_scaling == "mxfp8" and hardware.compute_major(g) < 10:
         # Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or
         # higher required for MXFP8 execution"
         raise ValueError(f"software={st.name!r} runs MXFP8 block scaling, which needs compute "
                          f"capability 10.0 or higher (Blackwell); {g.name} is "
                          f"{g.compute_capability or 'not an NVIDIA GPU'}: use 'megatron-bridge' "
                          f"(FP8 current scaling) or 'megatron-core' (delayed scaling)")
-    return g, st, cluster(g, system)
 
 
 _resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
@@ -243,5 +248,5 @@ def resolve(gpu, system=None, software="megatron-core"):
         return _resolve(gpu, system, software)
 
 
-__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack", "resolve", "DomainFill",
-           "domain_fill", "CrossDomainRing", "cross_domain_ring"]
+__all__ = ["Cluster", "cluster", "Stack", "STACKS", "stack", "resolve", "check_fp8_recipe",
+           "DomainFill", "domain_fill", "CrossDomainRing", "cross_domain_ring"]

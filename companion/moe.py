@@ -76,7 +76,11 @@ NIC_A2A_FRACTION = _fraction("nccl-ndr-nic-alltoall")
 
 
 def _family(gpu) -> str | None:
-    arch = str(getattr(gpu, "arch", ""))
+    # a name has no arch and would fall back silently; this module sits below the registry
+    if not isinstance(getattr(gpu, "arch", None), str):
+        raise TypeError(f"gpu must be a GPU spec (companion.hardware.gpu(name)); got "
+                        f"{type(gpu).__name__} {gpu!r:.40}")
+    arch = gpu.arch
     return next((f for f in NVLINK_A2A_FRACTION if arch.startswith(f)), None)
 
 
@@ -84,13 +88,14 @@ def achieved_Bps(gpu, scaleup_Bps, scaleout_Bps, fallback_scaleup_fraction):
     """(NVLink, network) bandwidth one GPU reaches in an MoE all-to-all, bytes/s per direction.
     GPU families without a published measurement use ``fallback_scaleup_fraction`` (the ring
     calibration) over NVLink."""
-    checks.number("scaleup_Bps", scaleup_Bps, positive=True)
-    checks.number("scaleout_Bps", scaleout_Bps, positive=True)
+    up_Bps, out_Bps = (checks.real_array(p, x, positive=True) for p, x in
+                       (("scaleup_Bps", scaleup_Bps), ("scaleout_Bps", scaleout_Bps)))
     checks.number("fallback_scaleup_fraction", fallback_scaleup_fraction, positive=True,
                   maximum=1)
     fam = _family(gpu)
     up = NVLINK_A2A_FRACTION[fam] if fam else fallback_scaleup_fraction
-    return scaleup_Bps * up, scaleout_Bps * NIC_A2A_FRACTION
+    pair = up_Bps * up, out_Bps * NIC_A2A_FRACTION  # arrays broadcast, as the callers' do
+    return tuple(float(x) if x.ndim == 0 else x for x in pair)
 
 
 def wire_bytes(dispatch_precision: str) -> float:
@@ -403,6 +408,9 @@ def rows_per_expert(tokens, top_k: int, experts: int, ep, etp, tp, routing_skew=
     tokens, tp = _tokens_tp(tokens, tp)
     ep, etp = (checks.real_array(p, x, positive=True) for p, x in (("ep", ep), ("etp", etp)))
     rows = tokens * etp / tp * top_k * ep / experts * _skew(routing_skew)
+    if (rows >= 2.0 ** 53).any():  # beyond exact float64 integers; int64 would wrap
+        raise ValueError(f"tokens up to {float(np.max(tokens)):.3g} give {float(np.max(rows)):.3g} "
+                         f"rows per expert; no step holds 2**53 or more")
     return np.maximum(1, np.ceil(rows)).astype(np.int64)
 
 
@@ -427,7 +435,6 @@ def _tokens_tp(tokens, tp):
     per-rank kernel and byte counts."""
     return (checks.real_array("tokens", tokens, nonnegative=True),
             checks.real_array("tp", tp, positive=True))
-
 
 
 #: GEMMs each local expert runs per MoE layer and microbatch: FC1 and FC2 forward, their

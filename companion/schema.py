@@ -174,8 +174,8 @@ SCHEMAS: dict[str, Schema] = {s.file.rsplit("/", 1)[-1]: s for s in (
         Column("zero_stage", "int", minimum=0, allowed=("0", "1", "2", "3")),
         _bool("distributed_optimizer"),
         # columns other helpers are adding (optional; blank = the stack's default)
-        _num("grad_reduce_bytes", "bytes per gradient element", kind="int", minimum=1,
-             required=False),
+        Column("grad_reduce_bytes", "int", unit="bytes per gradient element", required=False,
+               blank=True, allowed=("2", "4")),
         Column("cuda_graphs", "bool", required=False, blank=True),
         _num("expert_tp", kind="int", minimum=1, required=False),
         Column("dispatch_precision", "choice", required=False, blank=True,

@@ -26,7 +26,7 @@ import pandas as pd
 from companion import checks
 from companion.calibration import DEFAULT, Calibration, checked
 from companion.model import RECOMPUTE, STEP_PRECISIONS, Layout, Transformer, layout_text, preset
-from companion.machine import domain_fill, resolve, stack
+from companion.machine import check_fp8_recipe, domain_fill, resolve, stack
 from companion.steptime import (check_split, derived_arrays, memory_arrays, needs_slots,
                                 stage_layers, step_arrays)
 from companion.validation import band
@@ -268,6 +268,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
         checks.number("top", top, integer=True, minimum=1)
     checked(calibration)
     g, st, cl = resolve(gpu, system, software)
+    check_fp8_recipe(g, st, precision)
     X, valid = grid(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
                     max_microbatch=max_microbatch, recompute=recompute,
                     sequence_parallel=sequence_parallel, zero=zero,

@@ -601,8 +601,8 @@ def _buckets(X, st, dp_cp):
     """Model chunks and buckets of the critical stage's gradients, ``(vpp, k)``. Megatron-Core's
     DDP (ZeRO 0 and 1) fills buckets of ``bucket_size`` parameters (the stack's
     ``ddp_bucket_params``, else :func:`~companion.fabric.megatron_default_bucket_params`) in
-    backward order, closing one at the first parameter past the size (so about P / size of
-    them, rounded), and sends each when it is full: the last leaves only when the backward
+    backward order, closing one at the first parameter past the size (so ceil(P / size) of
+    them: the remainder is a bucket of its own), and sends each when it is full: the last leaves only when the backward
     pass ends. It buckets only the first pipeline stage's first model chunk
     (``distributed_data_parallel.py``: later stages and chunks are "not on the critical
     path"); each later chunk is one piece. Megatron-FSDP (ZeRO 2 and 3) communicates per

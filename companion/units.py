@@ -195,4 +195,7 @@ def si(value, unit, digits=3):
     # the prefix of the value as printed: 999.96e9 B rounds to 1 TB, not to "1e+03 GB"
     r = float(f"{v:.{digits}g}")
     scale, prefix = next(((s, p) for s, p in _PREFIXES if abs(r) >= s), (1.0, ""))
-    return f"{r / scale:.{digits}g} {prefix}{unit}"
+    m = f"{r / scale:.{digits}g}"
+    if "e" in m and abs(r / scale) >= 1:  # more integer digits than asked: 150 GB, not 1.5e+02
+        m = f"{r / scale:.0f}"
+    return f"{m} {prefix}{unit}"

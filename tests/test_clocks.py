@@ -63,3 +63,6 @@ def test_cap_table_checks_its_caps():
         clocks.cap_table("H100", "500")
     with pytest.raises(ValueError, match="caps_w"):
         clocks.cap_table("H100", [500, -1])
+    # power_cap's exponent range, named by this function's own parameter
+    with pytest.raises(ValueError, match="exponents must be >= 1"):
+        clocks.cap_table("H100", [500], exponents=[0.5])

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from companion import moe, parallel
+from companion import hardware, moe, parallel
 from companion.memory import training_memory
 from companion.model import Layout, check_layout, preset
 
@@ -741,8 +741,19 @@ def test_an_expert_group_must_divide_the_experts():
     (lambda: moe.hit_probability(2, 4, 8), ValueError, "top_k=8 must be <= experts=4"),
     (lambda: moe.hit_probability(10, 8, 2), ValueError, "experts_held"),
     (lambda: moe.achieved_Bps(None, -1e9, 1e9, 0.5), ValueError, "scaleup_Bps"),
+    (lambda: moe.rows_per_expert(1e20, 2, 8, 8, 1, 1), ValueError, "2\\*\\*53"),
+    # a name has no architecture: it fell back to the ring fraction, 0.65 where DeepEP's
+    # Hopper measurement is 153/200
+    (lambda: moe.achieved_Bps("H100", 450e9, 50e9, 0.65), TypeError, "GPU spec"),
 ])
 def test_moe_byte_and_kernel_helpers_refuse_nonsense(call, error, match):
     # these returned INT64_MIN rows, negative bytes, inf or a probability of 1 for 10 of 8
     with pytest.raises(error, match=match):
         call()
+
+
+def test_achieved_all_to_all_bandwidth_takes_arrays():
+    h100 = hardware.gpu("H100")
+    up, out = moe.achieved_Bps(h100, np.array([450e9, 900e9]), 50e9, 0.65)
+    assert up == pytest.approx([450e9 * 153 / 200, 900e9 * 153 / 200], rel=1e-3)
+    assert out == moe.achieved_Bps(h100, 450e9, 50e9, 0.65)[1]

@@ -5,7 +5,7 @@ import pytest
 
 from companion import fabric
 from companion.parallel import (STACKS, Cluster, Layout, cluster, estimate, model_flops_per_token,
-                                preset, published_runs, tp_layer, validate)
+                                preset, published_runs, search, tp_layer, validate)
 from companion.steptime import _all_reduce_s
 from companion.calibration import DEFAULT
 
@@ -221,3 +221,19 @@ def test_a_stack_switch_must_be_a_bool():
         replace(STACKS["megatron-core"], overlap_grad_reduce="False")
     with pytest.raises(ValueError, match="grad_reduce_bytes must be 2"):
         replace(STACKS["megatron-core"], grad_reduce_bytes=3)
+
+
+def test_mxfp8_recipe_is_refused_only_where_fp8_gemms_run():
+    # Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or higher
+    # required for MXFP8 execution"; an H100 is 9.0. A BF16 step on the same stack scales
+    # nothing to FP8, so it is the plain Megatron-Bridge step (as it already was on a B200).
+    lay = Layout(tp=1, dp=8, global_batch=128, precision="bf16")
+    for gpu in ("H100", "B200"):
+        mx = estimate("llama3-8b", lay, gpu, software="megatron-bridge-mxfp8")
+        plain = estimate("llama3-8b", lay, gpu, software="megatron-bridge")
+        assert mx.step_time_s == pytest.approx(plain.step_time_s)
+    with pytest.raises(ValueError, match="compute capability 10.0"):
+        estimate("llama3-8b", Layout(tp=1, dp=8, global_batch=128, precision="fp8"), "H100",
+                 software="megatron-bridge-mxfp8")
+    with pytest.raises(ValueError, match="compute capability 10.0"):
+        search("llama3-8b", "H100", 8, 128, precision="fp8", software="megatron-bridge-mxfp8")

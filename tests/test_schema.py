@@ -132,3 +132,18 @@ def test_describe_lists_units():
     assert "FLOP/s" in rows["bf16_dense_flops"]["rule"] and rows["key"]["required"]
     with pytest.raises(ValueError, match="Did you mean 'gpus.csv'"):
         schema.describe("gpu.csv")
+
+
+def test_gradient_width_is_one_a_stack_accepts(tmp_path):
+    # machine.Stack takes 2 (16-bit) or 4 (FP32) bytes per gradient element; a CSV with 3
+    # passed the schema and failed later, in the stack, under another name
+    src = schema.DATA_DIR / "published_runs.csv"
+    with open(src, newline="") as f:
+        rows = list(csv.reader(f))
+    col = rows[0].index("grad_reduce_bytes")
+    rows[1][col] = "3"
+    out = tmp_path / "published_runs.csv"
+    with open(out, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    with pytest.raises(SchemaError, match="grad_reduce_bytes"):
+        schema.check(out)

@@ -101,6 +101,13 @@ def test_si_picks_the_prefix_of_the_rounded_value(value, unit, text):
     assert u.si(value, unit) == text
 
 
+@pytest.mark.parametrize("value, digits, text", [(150e9, 2, "150 GB"), (99.96e9, 2, "100 GB"),
+                                                 (20e9, 1, "20 GB"), (1.5e9, 2, "1.5 GB")])
+def test_si_never_prints_an_exponent_for_a_prefixed_value(value, digits, text):
+    # fewer digits than the value has before its point: the integer, not "1.5e+02 GB"
+    assert u.si(value, "B", digits) == text
+
+
 def test_mib_refuses_an_overflow_like_the_other_converters():
     assert u.mib(81559) == 81559 * 2**20  # an H100's driver-visible total
     with pytest.raises(ValueError, match="too large"):
