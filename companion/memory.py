@@ -351,7 +351,9 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     practice). Activations: :func:`activations_per_layer_bytes` x layers per stage x
     :func:`pipeline_inflight_microbatches`, plus the embedding dropout and, with pp == 1, the
     output layer and FP32 logits (Korthikanti et al. Section 4.3); with full recomputation,
-    one layer's activations rebuilt during its backward pass. MoE layers count the MLP width
+    one layer's activations rebuilt during its backward pass; the optimizer's FP32 copy of
+    16-bit gradients counts only where it exceeds the activations, which are freed by the
+    time it exists (:func:`training_memory_arrays`). MoE layers count the MLP width
     active per token, (top_k + shared_experts) x expert_ffn_hidden, plus the dispatched copies,
     router probabilities and one permutation buffer (:func:`training_memory_arrays`).
     ``offload_layers`` layers keep their activations in host memory (Megatron's
@@ -419,7 +421,11 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     MoE terms (:mod:`companion.moe`): ``etp`` (None: ``tp``) splits the experts
     and gathers their tokens; each MoE layer also keeps its dispatched copies, router
     probabilities and indices (:func:`companion.moe.saved_bytes_per_layer`), and one layer's
-    permutation buffer is alive at a time (:func:`companion.moe.transient_bytes`)."""
+    permutation buffer is alive at a time (:func:`companion.moe.transient_bytes`).
+    ``optimizer_bytes`` is the state held across the step (master weights, Adam m and v); the
+    optimizer's FP32 copy of 16-bit gradients (:func:`state_bytes_arrays`) lives only during
+    its update, after the backward pass has freed the activations, so ``total_bytes`` holds
+    the larger of the two."""
     drop = trains_with_dropout(model) if dropout is None else dropout
     if not isinstance(drop, bool):
         raise TypeError(f"dropout must be True, False or None; got {dropout!r}")
@@ -429,10 +435,14 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     rc = np.asarray(recompute)
     dense_p, expert_p = params_per_gpu_arrays(model, tp, pp, ep, layers)
     expert_p = expert_p * tp / et  # routed experts split over ep x etp
-    dense = state_bytes_arrays(precision, dp * cp, stage, grad_bytes, fp8_params)
-    expert = state_bytes_arrays(precision, tp * dp * cp // (et * ep), stage, grad_bytes,
-                                fp8_params)
-    weights, grads, optimizer = (dense_p * d + expert_p * e for d, e in zip(dense, expert))
+    shards = (dp * cp, tp * dp * cp // (et * ep))  # dense, expert data-parallel groups
+    held = [state_bytes_arrays(precision, n, stage, grad_bytes, fp8_params, False)
+            for n in shards]
+    weights, grads, optimizer = (dense_p * d + expert_p * e for d, e in zip(*held))
+    # the optimizer's FP32 copy of 16-bit gradients exists only during its step, when the
+    # activations are gone: the peak holds the larger of the two
+    copy = sum(p * (state_bytes_arrays(precision, n, stage, grad_bytes, fp8_params)[2] - h[2])
+               for p, n, h in zip((dense_p, expert_p), shards, held))
 
     inflight = pipeline_inflight_arrays(pp, vpp, num_microbatches)
     _, _, moe_layers = _layer_counts(model, layers)
@@ -474,7 +484,7 @@ def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, micro
     acts = np.where(rc == 2, acts + rebuilt, acts)
     return {"weights_bytes": weights, "grads_bytes": grads, "optimizer_bytes": optimizer,
             "activations_bytes": acts,
-            "total_bytes": weights + grads + optimizer + acts + reserve_bytes,
+            "total_bytes": weights + grads + optimizer + np.maximum(acts, copy) + reserve_bytes,
             "dense_params": dense_p, "expert_params": expert_p}
 
 

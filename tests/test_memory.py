@@ -465,3 +465,20 @@ def test_learned_positions_are_whole_on_every_tp_rank():
     m = preset("gpt3-175b")
     one, eight = mem.params_per_gpu_arrays(m, 1, 1)[0], mem.params_per_gpu_arrays(m, 8, 1)[0]
     assert one - 8 * eight == pytest.approx(-7 * 2048 * 12288)
+
+
+def test_fp32_gradient_copy_is_a_step_transient_not_beside_the_activations():
+    # Megatron makes the optimizer's FP32 gradients at its step (``shard_model_grad.float()``)
+    # and frees them with zero_grad; the backward pass has freed the activations by then, so
+    # the peak is state + max(activations, copy), not their sum
+    from dataclasses import replace
+    lay = Layout(dp=8, global_batch=8, distributed_optimizer=True, precision="fp16")
+    for seq, copy_wins in ((8192, False), (64, True)):
+        m = replace(preset("llama3-8b"), seq_len=seq)
+        r = mem.training_memory(m, lay)
+        p = mem.params_per_gpu(m, lay).total
+        assert r.optimizer_bytes == pytest.approx(p * 12 / 8)  # master, m, v: held all step
+        copy = p * 4 / 8
+        assert (copy > r.activations_bytes) == copy_wins
+        assert r.total_bytes == pytest.approx(r.weights_bytes + r.grads_bytes + r.optimizer_bytes
+                                              + max(r.activations_bytes, copy))
