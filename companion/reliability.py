@@ -255,10 +255,11 @@ def checkpoint_bytes(model, precision: str = "bf16", optimizer: bool = True) -> 
 
     ``model`` is a :class:`companion.model.Transformer` or a parameter count. Per parameter
     this is :func:`companion.memory.model_state_bytes_per_param` without the gradients: 2 + 12
-    = 14 bytes for BF16 with Adam (FP32 master weights and two moments).
+    = 14 bytes for BF16 or FP16 with Adam (FP32 master weights and two moments; the
+    optimizer's FP32 copy of 16-bit gradients is not state a checkpoint saves).
     """
     checks.boolean("optimizer", optimizer)
-    s = memory.model_state_bytes_per_param(precision)
+    s = memory.model_state_bytes_per_param(precision, fp32_grad_copy=False)
     return _params(model) * (s.weights + (s.optimizer if optimizer else 0.0))
 
 

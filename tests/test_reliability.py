@@ -68,6 +68,8 @@ def test_checkpoint_sizes():
     # ZeRO paper: mixed-precision Adam keeps 2 (fp16 weights) + 12 (K) bytes outside gradients
     m = preset("gpt3-175b")
     assert rel.checkpoint_bytes(m) == pytest.approx(14 * m.params)
+    # FP16 weights: the same 14; the optimizer's FP32 copy of 16-bit gradients is not saved
+    assert rel.checkpoint_bytes(m, precision="fp16") == pytest.approx(14 * m.params)
 
 
 def test_storage_and_input_rates():
