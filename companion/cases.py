@@ -178,6 +178,9 @@ def with_scaleout(base: str, scaleout_Bps: float, name: str) -> Cluster:
     """The registry system ``base`` with another scale-out bandwidth per GPU (bytes/s per
     direction), e.g. a DGX B200 cabled with NDR200 instead of NDR400. ``name`` must start with
     ``base`` so that :func:`price` still finds the node's nameplate power."""
+    for param, value in (("base", base), ("name", name)):
+        if not isinstance(value, str):
+            raise TypeError(f"{param} must be a string; got {type(value).__name__} {value!r}")
     if not name.startswith(base):
         raise ValueError(f"name must start with the base system {base!r} (its power budget is "
                          f"looked up by that name); got {name!r}")

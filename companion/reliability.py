@@ -242,11 +242,11 @@ def simulate_wall_s(work_s: float, interval_s: float, checkpoint_s: float, resta
 
 
 # -- checkpoint sizes and storage --------------------------------------------------------------
-def _params(model) -> float:
+def _params(model, active: bool = False) -> float:
     if isinstance(model, str):
         model = as_transformer("model", model)
-    if isinstance(model, Transformer):
-        return float(model.params)
+    if isinstance(model, Transformer):  # stored: every parameter; computed: the routed ones
+        return float(model.active_params if active else model.params)
     return _pos("model (parameter count)", model)
 
 
@@ -275,10 +275,13 @@ def storage_Bps_for(nbytes: float, budget_s: float) -> float:
 
 def tokens_per_s(achieved_flops: float, model, flops_per_token: float | None = None) -> float:
     """Training tokens per second at ``achieved_flops``: FLOP/s over 6N FLOPs per token
-    (forward 2N, backward 4N; Kaplan et al. 2020) unless ``flops_per_token`` is given."""
+    (forward 2N, backward 4N; Kaplan et al. 2020) unless ``flops_per_token`` is given. N of
+    a mixture-of-experts :class:`~companion.model.Transformer` is its active parameters (the
+    experts a token is routed to), as in :func:`companion.power.training_flops`; a bare count
+    is taken as N."""
     f = _pos("achieved_flops", achieved_flops)
-    per = 6 * _params(model) if flops_per_token is None else _pos("flops_per_token",
-                                                                  flops_per_token)
+    per = 6 * _params(model, active=True) if flops_per_token is None else _pos(
+        "flops_per_token", flops_per_token)
     return f / per
 
 

@@ -91,7 +91,11 @@ class Cost:
 
 
 def _positive_ints(param, x):
-    """``x`` as a float64 array of positive integers (exact below 2**53), or a ValueError."""
+    """``x`` as a float64 array of positive integers (exact below 2**53), or a ValueError
+    (a TypeError for strings and booleans, which numpy would convert)."""
+    if isinstance(x, (str, bytes)) or np.asarray(x).dtype.kind in "USb":
+        raise TypeError(f"{param} must be a positive integer or an array of them; got "
+                        f"{type(x).__name__} {x!r:.40}")
     try:
         a = np.asarray(x, dtype=np.float64)
     except OverflowError:
@@ -234,7 +238,7 @@ def roofline_time_arrays(flops, bytes_moved, gpu, precision: str = "bf16", effic
     g = resolve_gpu(gpu)
     flops = checks.real_array("flops", flops, nonnegative=True)
     bytes_moved = checks.real_array("bytes_moved", bytes_moved, nonnegative=True)
-    eff = np.asarray(efficiency, dtype=np.float64)
+    eff = checks.real_array("efficiency", efficiency)
     ok = (eff > 0) & (eff <= 1)
     if not ok.all():
         raise ValueError(f"efficiency must be in (0, 1]; got {eff[~ok][:3].tolist()}")
@@ -250,16 +254,20 @@ def _timing(name, flops, moved, compute_s, memory_s, time_s, peak) -> Timing:
                   flops / time_s / peak)
 
 
-def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 1.0,
-                  overhead_s: float = 0.0) -> Timing:
-    """Time of ``cost`` on ``gpu``: max(FLOPs / (peak x efficiency), bytes / bandwidth) +
-    ``overhead_s`` (launch latency, not modelled by default)."""
-    g = resolve_gpu(gpu)
+def _check_cost(cost) -> None:
     if not isinstance(cost, Cost):
         raise TypeError(f"cost must be a Cost (e.g. roofline.gemm(m, n, k)); got "
                         f"{type(cost).__name__}")
     checks.number("cost.flops", cost.flops, nonnegative=True)
     checks.number("cost.bytes_moved", cost.bytes_moved, nonnegative=True)
+
+
+def roofline_time(cost: Cost, gpu, precision: str = "bf16", efficiency: float = 1.0,
+                  overhead_s: float = 0.0) -> Timing:
+    """Time of ``cost`` on ``gpu``: max(FLOPs / (peak x efficiency), bytes / bandwidth) +
+    ``overhead_s`` (launch latency, not modelled by default)."""
+    g = resolve_gpu(gpu)
+    _check_cost(cost)
     checks.number("efficiency", efficiency, positive=True, maximum=1)
     if cost.flops == cost.bytes_moved == 0 and overhead_s == 0:
         raise ValueError("cost has no FLOPs and no bytes and overhead_s is 0: its time is 0, "
@@ -312,10 +320,10 @@ def cached_roofline_time(cost: Cost, gpu, precision: str = "bf16", warm: bool = 
     the cache between calls, or a kernel whose inputs were evicted by the kernels before it.
     """
     g = resolve_gpu(gpu)
+    _check_cost(cost)
     checks.number("efficiency", efficiency, positive=True, maximum=1)
     checks.number("overhead_s", overhead_s, nonnegative=True)
-    if not isinstance(warm, bool):
-        raise TypeError(f"warm must be True or False; got {warm!r}")
+    warm = checks.boolean("warm", warm)
     ws = cost.bytes_moved if working_set_bytes is None else checks.number(
         "working_set_bytes", working_set_bytes, positive=True)
     size = getattr(g, "llc_bytes", None)

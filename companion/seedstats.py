@@ -24,15 +24,14 @@ from companion import checks
 # Methods, section 1.3.6.7.2, "Critical values of the Student's t distribution").
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
          9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
-         16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
+         16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042,
+         40: 2.021, 50: 2.009, 60: 2.000, 70: 1.994, 80: 1.990, 90: 1.987, 100: 1.984}
 
 
 def t975(df: int) -> float:
-    """t_{0.975, df}; degrees of freedom between table rows use the next smaller row
-    (a slightly wider, conservative interval), beyond 30 the normal quantile 1.960."""
+    """t_{0.975, df}; degrees of freedom between table rows, or beyond its last (100), use
+    the next smaller row: a slightly wider, conservative interval, never the normal 1.960."""
     checks.number("df", df, integer=True, positive=True)
-    if df > 30:
-        return 1.960
     return _T975[max(k for k in _T975 if k <= df)]
 
 
@@ -55,10 +54,10 @@ def final_losses(results: list[dict]):
 def paired_difference(a, b) -> dict:
     """Mean of ``a - b`` over paired seeds with its 95% Student-t interval (``lo``, ``hi``);
     ``a`` and ``b`` are sequences in the same seed order."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if d.ndim != 1 or len(d) < 2:
+    if np.shape(a) != np.shape(b) or np.ndim(a) != 1 or len(a) < 2:  # no broadcasting
         raise ValueError(f"a and b must be equal-length 1-D sequences of at least 2 seeds; "
                          f"got shapes {np.shape(a)} and {np.shape(b)}")
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if not np.all(np.isfinite(d)):
         raise ValueError("a and b must be finite")
     mean, sd = float(d.mean()), float(d.std(ddof=1))
@@ -97,6 +96,7 @@ def _vertex(x, y):
 
 def _boot_index(n_seeds, n_boot, seed):
     checks.number("n_boot", n_boot, integer=True, minimum=100)
+    checks.number("seed", seed, integer=True, minimum=0)
     return np.random.default_rng([seed, 0x424F4F54]).integers(0, n_seeds, (n_boot, n_seeds))
 
 

@@ -14,7 +14,8 @@ GEMMs) on a GPU from the registry: GEMM time on the compute roof, quantization t
 memory roof. Each of the three operands (input x, weight w, output gradient g) is read once in
 BF16 and written twice in the low-precision format, once per GEMM layout that consumes it (the
 forward and the backward GEMMs reduce over different axes, so block-scaled and transposed
-copies differ); per-tensor current scaling reads each tensor once more for its amax. A fused
+copies differ); a per-tensor scale (FP8 current scaling, NVFP4's second level) reads each
+tensor once more for its amax. A fused
 implementation writes the low-precision copy from the kernel that produces the tensor
 (LayerNorm, activation function), which removes the separate pass: ``fused=True``.
 """
@@ -34,6 +35,10 @@ BITS_PER_ELEMENT = {"bf16": 16.0, "fp8_tensor": 8.0, "fp8_block": 8.25, "mxfp8":
 PRECISION = {"bf16": "bf16", "fp8_tensor": "fp8", "fp8_block": "fp8", "mxfp8": "fp8",
              "mxfp4": "fp4", "nvfp4": "fp4"}
 SCHEMES = tuple(BITS_PER_ELEMENT)
+#: Schemes whose scale needs the whole tensor's amax before any element is written, a pass of
+#: its own: per-tensor FP8 current scaling, and NVFP4's per-tensor FP32 scale (amax / (6 x
+#: 448), above its E4M3 block scales). Block-only schemes take each block's amax as they go.
+AMAX_PASS = ("fp8_tensor", "nvfp4")
 
 
 def amdahl_speedup(gemm_fraction: float, gemm_speedup: float,
@@ -84,16 +89,15 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
     GEMMs take 2 x tokens x in x out FLOPs each at the GPU's dense peak (the BF16 one, and for
     ``scheme`` its precision's peak times ``relative_efficiency``, the fraction of its peak the
     low-precision GEMM reaches relative to BF16's). Quantization moves, per operand, its
-    elements x (2 bytes read + 2 x bits/8 written), plus 2 bytes for an amax pass with
-    per-tensor scaling, at the HBM bandwidth; zero if ``fused``.
+    elements x (2 bytes read + 2 x bits/8 written), plus 2 bytes for an amax pass where the
+    scheme has a per-tensor scale (:data:`AMAX_PASS`), at the HBM bandwidth; zero if ``fused``.
     """
     checks.choice("scheme", scheme, SCHEMES)
     m = checks.number("tokens", tokens, positive=True, integer=True)
     k = checks.number("in_features", in_features, positive=True, integer=True)
     n = checks.number("out_features", out_features, positive=True, integer=True)
     eff = checks.number("relative_efficiency", relative_efficiency, positive=True, maximum=1)
-    if not isinstance(fused, bool):
-        raise TypeError(f"fused must be True or False; got {fused!r}")
+    fused = checks.boolean("fused", fused)
     g = roofline.resolve_gpu(gpu)
     flops = 3 * 2.0 * m * n * k
     bf16_s = flops / g.peak_flops("bf16")
@@ -101,7 +105,7 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
         return LinearStep(scheme, g.name, bf16_s, bf16_s, 0.0)
     lowp_s = flops / (g.peak_flops(PRECISION[scheme]) * eff)
     elements = m * k + k * n + m * n  # x, w and g
-    per_element = 2.0 + 2 * BITS_PER_ELEMENT[scheme] / 8 + (2.0 if scheme == "fp8_tensor" else 0)
+    per_element = 2.0 + 2 * BITS_PER_ELEMENT[scheme] / 8 + (2.0 if scheme in AMAX_PASS else 0)
     quant_s = 0.0 if fused else elements * per_element / g.hbm_Bps
     return LinearStep(scheme, g.name, bf16_s, lowp_s, quant_s)
 
@@ -122,5 +126,5 @@ def step_speedup(gemm_fraction: float, tokens: int, hidden: int, gpu,
     return amdahl_speedup(f, layer.gemm_speedup, f * layer.overhead_ratio)
 
 
-__all__ = ["BITS_PER_ELEMENT", "PRECISION", "SCHEMES", "LinearStep", "amdahl_speedup",
+__all__ = ["BITS_PER_ELEMENT", "PRECISION", "SCHEMES", "AMAX_PASS", "LinearStep", "amdahl_speedup",
            "linear_layer_step", "step_speedup"]

@@ -45,6 +45,8 @@ def test_with_scaleout_keeps_the_node_and_its_power():
     assert o.run.host_w_per_gpu == rest and o.cluster == "DGX B200, NDR200"
     with pytest.raises(ValueError, match="must start with the base system"):
         cases.with_scaleout("DGX B200", 25e9, "my cluster")
+    with pytest.raises(TypeError, match="name must be a string"):  # was an AttributeError
+        cases.with_scaleout("DGX B200", 25e9, 5)
 
 
 def test_outcomes_carry_the_step_band_and_scale_days_with_it():

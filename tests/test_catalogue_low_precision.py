@@ -78,6 +78,21 @@ def test_linear_layer_step_on_h100():
         speedup.linear_layer_step(m, k, n, "H100", "nvfp4")  # Hopper has no FP4 peak
     with pytest.raises(ValueError, match="scheme"):
         speedup.linear_layer_step(m, k, n, "H100", "fp8")
+    assert speedup.linear_layer_step(m, k, n, "H100", "fp8_tensor", fused=np.bool_(True)) \
+        .quantize_s == 0  # numpy booleans are booleans
+
+
+def test_nvfp4_pays_an_amax_pass_for_its_tensor_scale():
+    # NVFP4 scales twice: E4M3 per 16 values and one FP32 per tensor, amax / (6 x 448)
+    # (Transformer Engine's NVFP4 recipe), so each operand is read once more for its amax:
+    # 2 read + 2 x 4.5/8 written + 2 amax bytes per element; MXFP4's block scales need none
+    m, k, n = 4096, 8192, 4 * 8192
+    elements = m * k + k * n + m * n
+    b200 = speedup.roofline.resolve_gpu("B200")
+    nv = speedup.linear_layer_step(m, k, n, "B200", "nvfp4")
+    mx = speedup.linear_layer_step(m, k, n, "B200", "mxfp4")
+    assert math.isclose(nv.quantize_s, elements * (2 + 2 * 4.5 / 8 + 2) / b200.hbm_Bps)
+    assert math.isclose(mx.quantize_s, elements * (2 + 2 * 4.25 / 8) / b200.hbm_Bps)
 
 
 def test_step_speedup_is_amdahl_of_the_layer():

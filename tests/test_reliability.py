@@ -112,3 +112,13 @@ def test_plan_refuses_a_job_mtbf_together_with_a_gpu_count():
         rel.plan(60, 600, mtbf_s=3600, num_gpus=100)
     with pytest.raises(ValueError, match="not both"):
         rel.plan(60, 600, mtbf_s=3600, per_gpu_mtbf_s=1e6)
+
+
+def test_tokens_per_s_of_a_moe_counts_its_active_parameters():
+    # 6N FLOPs a token with N the parameters a token meets: DeepSeek-V3's 37B of 671B
+    # (its report's Table 1), as power.training_flops and the step model count them
+    m = preset("deepseek-v3")
+    assert rel.tokens_per_s(1e15, m) == pytest.approx(1e15 / (6 * m.active_params))
+    assert m.active_params == pytest.approx(37e9, rel=0.05)
+    dense = preset("llama3-8b")
+    assert rel.tokens_per_s(1e15, dense) == pytest.approx(1e15 / (6 * dense.params))

@@ -288,3 +288,17 @@ def test_tile_presets_per_architecture():
     with pytest.raises(ValueError, match="tile"):
         rl.gemm_efficiency(512, 512, H100_L2, tile="volta")
     assert rl.gemm_time(8192, 8192, 8192, H100_L2, tile="auto").quantization.tiles == 2048
+
+
+def test_cached_roofline_checks_its_cost_and_shapes_refuse_strings():
+    # as roofline_time does: NaN bytes were timed as "HBM"-bound, a string crashed with an
+    # AttributeError, and gemm shapes "512" or True were converted by numpy
+    with pytest.raises(ValueError, match="cost.bytes_moved"):
+        rl.cached_roofline_time(rl.Cost("x", 1e9, float("nan")), "H100")
+    with pytest.raises(TypeError, match="cost must be a Cost"):
+        rl.cached_roofline_time("abc", "H100")
+    for bad in ("512", True):
+        with pytest.raises(TypeError, match="m must be a positive integer"):
+            rl.gemm_arrays(bad, 4, 4)
+    with pytest.raises(TypeError, match="efficiency"):
+        rl.roofline_time_arrays(1e12, 1e9, "H100", efficiency="0.5")

@@ -16,7 +16,10 @@ from companion import seedstats as S
 def test_t_quantiles_from_the_table():
     assert S.t975(4) == 2.776 and S.t975(1) == 12.706 and S.t975(30) == 2.042
     assert S.t975(22) == S.t975(20) == 2.086  # between rows: the next smaller df (wider)
-    assert S.t975(1000) == 1.960
+    # NIST's table to df 100 (t_{0.975,31} is 2.040, so 1.960 from df 31 on was too narrow);
+    # beyond its last row the df-100 value, still conservative against the normal 1.960
+    assert S.t975(31) == S.t975(39) == 2.042 and S.t975(40) == 2.021 and S.t975(100) == 1.984
+    assert S.t975(1000) == 1.984
     with pytest.raises(ValueError, match="df"):
         S.t975(0)
 
@@ -29,6 +32,8 @@ def test_paired_difference():
         S.paired_difference([1.0], [2.0])
     with pytest.raises(ValueError, match="finite"):
         S.paired_difference([1.0, math.nan], [2.0, 1.0])
+    with pytest.raises(ValueError, match="equal-length"):  # one value broadcast over three
+        S.paired_difference([1.0, 2.0, 3.0], [0.0])
 
 
 def _frame(centres, seeds=5, noise=0.05):
@@ -73,3 +78,8 @@ def test_final_losses_count_divergence_as_uniform_guessing():
                            {**base, "final_loss": 1.2, "diverged": False, "seed": 1}])
     assert rows["final"].tolist() == [math.log(16), 1.2]
     assert rows["remedy"].tolist() == ["none", "none"]
+
+
+def test_bootstrap_seed_is_named_when_negative():
+    with pytest.raises(ValueError, match="seed"):
+        S._boot_index(5, 100, -1)
