@@ -201,7 +201,10 @@ def test_cap_cubic_model_saves_energy_like_published_measurements():
     # with a marginal slowdown; the model does so only with voltage scaling (exponent > 1).
     c = power.power_cap(500, 700, floor_w=210, exponent=3)
     assert c.clock_fraction == pytest.approx((290 / 490) ** (1 / 3))
-    assert c.energy_fraction < 1
+    # energy = power x time: 500/700 of the power for 1/clock of the time, 0.851, the ~15%
+    # saving McDonald et al. report (their cap and GPU differ; the model is not fitted to it)
+    assert c.energy_fraction == pytest.approx((500 / 700) / c.clock_fraction)
+    assert 0.80 < c.energy_fraction < 0.90
     # Memory-bound time does not stretch: a smaller clock-bound share slows less.
     assert power.power_cap(500, 700, floor_w=210, exponent=3,
                            clock_bound_share=0.5).time_fraction < c.time_fraction
