@@ -21,6 +21,25 @@ GB = 1e9
 # (400 and 200 Gb/s per direction), Narayanan et al. 2021 (72 b s h^2 + 12 b s^2 h FLOPs).
 _TP_FLOPS = (72 * 4096 * 5120 ** 2 + 12 * 4096 ** 2 * 5120) / 8  # one of 8 ranks, one layer
 _TP_COMM_S = 4 * 2 * 7 / 8 * (4096 * 5120 * 2) / 450e9  # four ring all-reduces of b s h bf16
+
+
+def _tp_layer_compute_s():
+    """One rank's 18 GEMMs of the 13B layer (QKV, scores, values, projection, FC1, FC2; each
+    forward, dgrad, wgrad) on the H100 roofline (989.4 TFLOP/s, 3.35 TB/s), 128x128 output
+    tiles in waves over 132 SMs (NVIDIA's matrix-multiplication guide, 'Wave Quantization';
+    every dimension here is a multiple of 128, so there is no tile quantization)."""
+    s, h, hd, heads = 4096, 5120 // 8, 128, 40 // 8
+    t = flops = 0.0
+    for m, n, k, b in ((s, 3 * h, 8 * h, 1), (s, s, hd, heads), (s, hd, s, heads),
+                       (s, 8 * h, h, 1), (s, 4 * h, 8 * h, 1), (s, 8 * h, 4 * h, 1)):
+        for mm, nn, kk in ((m, n, k), (m, k, n), (k, n, m)):
+            tiles = math.ceil(mm / 128) * math.ceil(nn / 128) * b
+            wave = tiles / (math.ceil(tiles / 132) * 132)
+            t += max(2 * mm * nn * kk * b / (989.4e12 * wave),
+                     2 * (mm * kk + kk * nn + mm * nn) * b / 3.35e12)
+            flops += 2 * mm * nn * kk * b
+    assert flops == _TP_FLOPS  # Narayanan et al.'s 72bsh^2 + 12bs^2h, split over 8 ranks
+    return t
 # The 8-byte ring: 2(n-1) = 3,998 steps of 4 us each; or, as the question now asks (on main),
 # 498 of them across the 250 nodes at 4 us and 3,500 over NVLink at 1.9 us (NCCL tuning.cc)
 _Q = {e.id: e.question for e in exercises("interconnect")}
@@ -37,8 +56,9 @@ SOURCED = {
     "ic-8byte-ring-2000": _RING_MS,  # the 8 bytes' bandwidth term is negligible
     "ic-hdr-leaf-factor": (400 / 8) / (200 / 8),  # the ring runs at the HDR leaf's rate
     "ic-slow-leaf-probability": _LEAF_P,
-    # GEMMs at the dense peak, latency ignored: within the exercise's 10%
-    "ic-tp-share-h100": _TP_COMM_S / (_TP_COMM_S + _TP_FLOPS / 989.4e12),
+    # plus NCCL's 1.9 us per ring step (tuning.cc hwLat, LL128), 2(n-1) = 14 steps each
+    "ic-tp-share-h100": (_TP_COMM_S + 4 * 14 * 1.9e-6)
+                        / (_TP_COMM_S + 4 * 14 * 1.9e-6 + _tp_layer_compute_s()),
     # DGX B200: NVLink 5 900 GB/s per direction against eight 400 Gb/s NICs per node
     "ic-tp16-cross-node": 900 / (8 * 400 / 8),
 }

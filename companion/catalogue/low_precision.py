@@ -42,7 +42,7 @@ register(Exercise(
 register(Exercise(
     id="lp-e4m3-binades", chapter="low_precision",
     question="How many binades (factors of two) separate E4M3's largest finite value from its "
-             "smallest subnormal?",
+             "smallest subnormal, as log2 of their ratio?",
     answer=lambda: _binades("e4m3"),
     why="log2(448 / 2^-9): max 448 = 1.75 x 2^8, smallest subnormal 2^-6 x 2^-3.",
     rel_tol=0.01, unit="binades"))

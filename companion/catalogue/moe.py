@@ -90,8 +90,8 @@ register(Exercise(
     chapter=CHAPTER,
     question="seed-1.7t-moe: hidden 16,384, sequence 8,192 split by CP = 2, top-24 routing, "
              "expert TP = TP = 4. How many GB of dispatched token copies (BF16, kept for the "
-             "expert weight gradient) does one MoE layer hold per microbatch, router "
-             "probabilities included?",
+             "expert weight gradient) does one MoE layer hold per microbatch on each GPU, "
+             "after the expert-TP gather, router probabilities and indices included?",
     answer=seed_dispatched_gb,
     why="4,096 tokens x 24 copies x 16,384 x 2 bytes = 3.22 GB (gathered over the 4 expert "
         "TP ranks), plus FP32 probabilities over 128 experts: about 3.2 GB per layer per "

@@ -100,7 +100,8 @@ register(Exercise(
     id="par-tp16-domain",
     chapter=CHAPTER,
     question="GPT-3 175B on 512 B200 (PP 8, sequence parallel, selective recomputation, "
-             "global batch 1,024, Megatron-Core). With TP = 16, how many times longer is a step "
+             "global batch 1,024, Megatron-Core; microbatch 1, BF16, no interleaving, the same "
+             "1,000 W B200 in both systems). With TP = 16, how many times longer is a step "
              "when each TP group spans two 8-GPU DGX B200 nodes than when it sits inside one "
              "NVL72 rack?",
     answer=tp16_domain_ratio,
