@@ -92,7 +92,8 @@ def test_chapter_tables():
     assert fab["scaleout_Gbps_per_gpu"].tolist() == [400, 200, 100, 50]
     assert fab["mfu"].is_monotonic_decreasing
     frame = cs.run_frame("13B", 2.0, "days")
-    assert set(frame["machine"]) == set(cs.MACHINES) and (frame["value"] > 0).all()
+    assert set(frame["machine"]) == set(cs.MACHINES) and (frame[cs.RUN_Y] > 0).all()
+    assert set(frame["unit"]) == {"days"}  # the tooltip names what the menu shows
     with pytest.raises(ValueError, match="metric"):
         cs.run_frame("13B", 1.0, "weeks")
 

@@ -79,6 +79,7 @@ def test_peaks_leave_out_missing_figures_and_check_input():
     fp8 = hx.peaks("fp8", "dense", "peak TFLOP/s", "all")
     assert not fp8[hx.PEAK_GPU].str.contains("V100|A100").any()  # Volta and Ampere have no FP8
     sparse_fp4 = hx.peaks("fp4", "sparse", "peak TFLOP/s", "all")
+    assert set(sparse_fp4["convention"]) == {"2:4 sparse"} and set(fp8["convention"]) == {"dense"}
     assert not sparse_fp4[hx.PEAK_GPU].str.contains("MI355X").any()
     assert (fp8[hx.PEAK_VALUE] > 0).all()
     # the Hopper variants: GH200 has no tensor peak in the registry, so no bar

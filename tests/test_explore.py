@@ -65,6 +65,9 @@ def test_chart_html_escapes_script_end():
     (dict(name="a", min=1, max=0, step=0.1, value=0.5), ValueError),
     (dict(name="a", min=0, max=1, step=0.1, value=2), ValueError),
     (dict(name="a", min="0", max=1, step=0.1, value=0), TypeError),
+    # off the grid: the static chart would start empty where the live slider draws
+    (dict(name="a", min=100, max=1500, step=200, value=800), ValueError),
+    (dict(name="a", min=0, max=1, step=0.3, value=0.3), ValueError),
 ])
 def test_bad_slider(bad, err):
     with pytest.raises(err, match="a"):
@@ -82,3 +85,24 @@ def test_bad_controls_and_model():
         explore.evaluate_grid(model, [explore.Slider("a", 0, 10000, 1, 0), CONTROLS[1]])
     with pytest.raises(ValueError, match="mark"):
         explore.static(model, CONTROLS, x="x:Q", y="y:Q", mark="pie")
+
+
+def test_every_static_explorer_has_its_live_twin():
+    # the design card: each explorer is a static chart (the published site) and a live
+    # ipywidgets version (Jupyter) over the same model function, the live one marked so that
+    # nbval ignores its random widget ids
+    import json
+    import pathlib
+    import re
+    book = pathlib.Path(__file__).resolve().parents[1] / "book"
+    assert len(list(book.glob("*.ipynb"))) >= 10
+    for path in sorted(book.glob("*.ipynb")):
+        static, live = [], []
+        for cell in json.load(open(path, encoding="utf-8"))["cells"]:
+            src = "".join(cell["source"])
+            static += re.findall(r"explore\.static\(\s*([^,]+),", src)
+            found = re.findall(r"explore\.live\(\s*([^,]+),", src)
+            if found:
+                assert "nbval-ignore-output" in cell["metadata"].get("tags", []), (path, found)
+            live += found
+        assert sorted(static) == sorted(live), (path, static, live)

@@ -42,3 +42,17 @@ def test_no_import_cycles():
     cycles = sorted({tuple(sorted((a, b))) for a in mods for b in mods[a]
                      if b in mods and a in reach(b)})
     assert not cycles, f"import cycles: {cycles}"
+
+
+def test_checking_an_answer_loads_no_chart_library():
+    # the model and the exercise catalogue never need altair or ipywidgets: the catalogue
+    # imports the explore package (which loads altair) only inside answers that use its frames
+    import subprocess
+    import sys
+    code = ("import sys\nfrom companion import exercises\n"
+            "assert exercises.check('ic-nvlink4-per-direction', 450)\n"
+            "import companion.parallel, companion.cases, companion.claims\n"
+            "print(sorted(m for m in ('altair', 'ipywidgets') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT.parent, check=True).stdout.strip()
+    assert out == "[]", out

@@ -150,6 +150,8 @@ EXPLORER_GPUS = (64, 128, 256, 512, 1024)
 EXPLORER_BATCH = {"seed-13b": 1024, "seed-175b": 2048}
 METRICS = {"days": "days", "GPU-hours (thousands)": "gpu_khours",
            "MWh at the meter": "facility_mwh"}
+#: the run chart's y field: one column for whichever metric the menu shows, its unit beside it
+RUN_Y = "days, thousand GPU-hours or MWh"
 
 
 @functools.cache
@@ -177,17 +179,19 @@ def run_frame(model: str = "175B", tokens_t: float = 1.0, metric: str = "days") 
                 continue
             values = {"days": o.days, "gpu_khours": o.gpu_hours / 1e3,
                       "facility_mwh": o.facility_kwh / 1e3}
-            rows.append({"machine": machine, "gpus": n, "value": values[col] * tokens_t})
+            rows.append({"machine": machine, "gpus": n, RUN_Y: values[col] * tokens_t,
+                         "unit": metric})
     return pd.DataFrame(rows)
 
 
 RUN_CONTROLS = [Choice("model", tuple(EXPLORER_MODELS), "175B", label="model"),
                 Slider("tokens_t", 0.5, 3.0, 0.5, 1.0, label="tokens (trillions)"),
                 Choice("metric", tuple(METRICS), "days", label="show")]
-RUN_CHART = dict(x="gpus:Q", y="value:Q", color="machine:N", mark="line", x_scale="log",
-                 y_scale="log", tooltip=["machine", "gpus", alt.Tooltip("value:Q", format=".3g")],
+RUN_CHART = dict(x="gpus:Q", y=f"{RUN_Y}:Q", color="machine:N", mark="line", x_scale="log",
+                 y_scale="log", tooltip=["machine", "gpus", alt.Tooltip(f"{RUN_Y}:Q", format=".3g"),
+                                         "unit"],
                  title="Training a dense model: the fastest layout at each GPU count")
 
 __all__ = ["MODELLED", "BF16_DENSE", "SEED_13B", "SEED_175B", "SEED_2000", "MACHINES", "FABRICS", "PUE", "quote",
            "outcomes", "outcome_table", "by_label", "fabric_outcomes", "fabric_table",
-           "headline_gap", "headline_chart", "run_frame", "RUN_CONTROLS", "RUN_CHART"]
+           "headline_gap", "headline_chart", "run_frame", "RUN_CONTROLS", "RUN_CHART", "RUN_Y"]

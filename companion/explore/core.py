@@ -41,6 +41,13 @@ class Slider:
                              f"min={self.min}, max={self.max}, step={self.step}")
         if not self.min <= self.value <= self.max:
             raise ValueError(f"Slider {self.name!r}: value={self.value} outside [{self.min}, {self.max}]")
+        # the static chart precomputes the grid: a start or end off it would show nothing
+        # there while the live slider draws data
+        for p in ("value", "max"):
+            steps = (getattr(self, p) - self.min) / self.step
+            if abs(steps - round(steps)) > 1e-9:
+                raise ValueError(f"Slider {self.name!r}: {p}={getattr(self, p)} is not on the grid "
+                                 f"min + k x step ({self.min} + k x {self.step})")
 
     @property
     def integer(self) -> bool:

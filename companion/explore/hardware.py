@@ -78,8 +78,10 @@ PEAK_VALUE = "value (TFLOP/s, FLOP/byte or GFLOP/s per W, per the metric menu)"
 
 #: Keyword arguments shared by the explorer's static and live charts.
 PEAKS_CHART = dict(x=f"{PEAK_GPU}:N", y=f"{PEAK_VALUE}:Q", mark="bar",
-                   tooltip=[PEAK_GPU, "arch", PEAK_VALUE, "unit", "tdp_w"],
-                   title="TFLOP/s, FLOP/byte or GFLOP/s per watt (see the metric menu)")
+                   tooltip=[PEAK_GPU, "arch", "precision", "convention", PEAK_VALUE, "unit",
+                            "tdp_w"],
+                   title="TFLOP/s, FLOP/byte or GFLOP/s per watt (see the metric menu); no "
+                         "bar: not published")
 
 
 def peaks(precision="bf16", sparsity="dense", metric="peak TFLOP/s", gpus="all"):
@@ -102,8 +104,10 @@ def peaks(precision="bf16", sparsity="dense", metric="peak TFLOP/s", gpus="all")
         if precision not in have or (metric == "GFLOP/s per watt" and g.tdp_w is None):
             continue
         rows.append({PEAK_GPU: label(name), "vendor": g.vendor, "arch": g.arch,
+                     "precision": precision, "convention": "2:4 sparse" if sparse else "dense",
                      PEAK_VALUE: fn(g, precision, sparse), "unit": unit, "tdp_w": g.tdp_w})
-    return pd.DataFrame(rows, columns=[PEAK_GPU, "vendor", "arch", PEAK_VALUE, "unit", "tdp_w"])
+    return pd.DataFrame(rows, columns=[PEAK_GPU, "vendor", "arch", "precision", "convention",
+                                       PEAK_VALUE, "unit", "tdp_w"])
 
 
 #: The road from the "20 PFLOPS FP4" headline to the number a BF16 training run can use.

@@ -177,7 +177,7 @@ DOMAIN_CONTROLS = [Choice("software", ("megatron-core", "megatron-2022"), "megat
 DOMAIN_CHART = dict(x="tp:Q", y="step_time_s:Q", color="system:N", mark="line", x_scale="log",
                     title="GPT-3 175B on 512 B200: step time (s) against TP",
                     tooltip=["tp", "system", "step_time_s", "tp_comm_s", "tp_exposed_s",
-                             "mfu_pct"])
+                             "mfu_pct", "fits"])
 
 
 # -- predicted against measured --------------------------------------------------------------------
