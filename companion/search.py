@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from companion import checks
+from companion import checks, hardware
 from companion.calibration import DEFAULT, Calibration, checked
 from companion.model import RECOMPUTE, STEP_PRECISIONS, Layout, Transformer, layout_text, preset
 from companion.machine import check_fp8_recipe, domain_fill, resolve, stack
@@ -269,6 +269,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     checked(calibration)
     g, st, cl = resolve(gpu, system, software)
     check_fp8_recipe(g, st, precision)
+    if not st.context_parallel:  # the stack cannot split the sequence
+        max_cp = 1
     X, valid = grid(model, num_gpus, global_batch, max_tp=max_tp, max_cp=max_cp,
                     max_microbatch=max_microbatch, recompute=recompute,
                     sequence_parallel=sequence_parallel, zero=zero,
@@ -317,7 +319,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
                        ddp_bucket_params=st.ddp_bucket_params, ep_overlap=st.overlap_ep,
                        cuda_graphs=st.cuda_graphs, precision=precision,
                        flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
-                       band_basis=basis)
+                       band_basis=basis, capacity_gb=g.usable_hbm_bytes / 1e9,
+                       global_batch=global_batch)
     return frame
 
 
@@ -357,14 +360,21 @@ def compact(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
         r = frame.loc[i]
         costs = sorted(_EXPOSED, key=lambda k: -r[k])[:2]
         n = int(frame.attrs.get("num_gpus") or r["tp"] * r["pp"] * r["dp"] * r["cp"])
+        text = layout_text(layout_of(r, precision), full=True)
+        if bool(r.get("embedding_loss_slots", False)):  # Megatron's account_for_embedding/loss
+            text += " +EL"
         rows.append({
-            "layout": layout_text(layout_of(r, precision), full=True),
+            "layout": text,
             "step_s": r["step_time_s"], "low_s": r["step_time_low_s"],
             "high_s": r["step_time_high_s"], "mfu": r["mfu"],
             "tokens_per_s_per_gpu": r["tokens_per_s"] / n, "memory_gb": r["memory_gb"],
             "largest_exposed": ", ".join(f"{_PARTS[k]} {r[k]:.3g} s" for k in costs),
-            "same": int((key == key[i]).sum()) - 1})
-    return pd.DataFrame(rows)
+            "same": int((key == key[i]).sum()) - 1, "global_batch": int(r["global_batch"])})
+    table = pd.DataFrame(rows)
+    asked = frame.attrs.get("global_batch")
+    if asked is None or (table.empty or (table["global_batch"] == asked).all()):
+        table = table.drop(columns="global_batch", errors="ignore")  # only when rounded
+    return table
 
 
 class _Parser:
@@ -397,7 +407,20 @@ class _Bad(Exception):
 
 
 # search()'s keyword hints in its errors, and the CLI flags that set them
-_CLI_FLAGS = {"exact_batch=False": "--round-batch", "uneven_stages=True": "--uneven-stages"}
+_CLI_FLAGS = {"exact_batch=False": "--round-batch", "uneven_stages=True": "--uneven-stages",
+              "uneven_stages": "--uneven-stages", "embedding_loss_slots": "--embedding-loss-slots",
+              "attention_kernel": "--attention-kernel",
+              "pass system= (a registry name or a Cluster)": "pass --system (a registry name)"}
+
+
+def _system_gpu(name):
+    """The GPU a registry system is built with, or None for no system or a non-registry one."""
+    if name is None:
+        return None
+    try:
+        return hardware.system(name).gpu()
+    except (ValueError, TypeError):
+        return None
 
 
 def main(argv=None) -> int:
@@ -458,7 +481,7 @@ def main(argv=None) -> int:
             software = replace(software, overlap_ep=software.overlap_ep or args.ep_overlap,
                                cuda_graphs=software.cuda_graphs or args.cuda_graphs)
         frame = search(args.model, args.gpu, gpus, batch, system=args.system,
-                       software=software, precision=args.precision,
+                       software=software, precision=args.precision.lower(),
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
                        zero=(0, 1, 2, 3), embedding_loss_slots=args.embedding_loss_slots)
         fill = domain_fill(resolve(args.gpu, args.system, software)[2], gpus)
@@ -477,6 +500,11 @@ def main(argv=None) -> int:
                 f"{a['peak_flops'] / 1e12:,.0f} TFLOP/s per GPU")
     if not fill.whole:
         print(f"WARNING: {fill.message}.", file=sys.stderr)
+    built = _system_gpu(args.system)
+    if built is not None and built.key != hardware.gpu(args.gpu).key:
+        print(f"WARNING: a {args.system} is built with {built.name}; {a['gpu']} in it is a "
+              f"what-if (the same links and domain, this GPU's compute and memory).",
+              file=sys.stderr)
     if args.json:
         rows = json.loads(frame.head(top).to_json(orient="records"))
         print(json.dumps({**a, "mfu_convention": mfu_note, "domain_fill": fill.message,
@@ -490,7 +518,9 @@ def main(argv=None) -> int:
     if a["cuda_graphs"]:
         kernel += ", whole-step CUDA graphs"
     print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}{kernel}, "
-          f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit")
+          f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit in "
+          f"{a['capacity_gb']:.1f} GB per GPU (its driver-visible HBM, or the raw HBM where none "
+          f"is published; nothing reserved for the allocator or NCCL)")
     if frame.empty:
         print("no layout fits in memory")
         return 1
@@ -501,12 +531,27 @@ def main(argv=None) -> int:
                            "tokens_per_s_per_gpu": 0, "memory_gb": 1}).to_string(index=False))
     print(mfu_note + ".")
     print(f"Step band (low_s-high_s): {a['band_basis']}.")
-    print("same: other layouts within 0.1 ms and 0.1 GB of the row's, not shown (--json lists "
-          "layouts one by one).")
+    outside = (table["step_s"] < table["low_s"]) | (table["step_s"] > table["high_s"])
+    if outside.any():
+        side = "faster" if (table["step_s"] < table["low_s"]).any() else "slower"
+        print(f"The band is where measured steps fell around the model's: for this family "
+              f"published runs ran {'slower' if side == 'faster' else 'faster'} than priced, "
+              f"so step_s lies {'below' if side == 'faster' else 'above'} its band; read the "
+              f"band as the expected measurement.")
+    print("layout: TP PP [VPP] DP [CP] [EP] mb<microbatch> [SP: sequence parallel] "
+          "<recompute: none, sel(ective), full or moe> ZeRO<stage>; +EL: the embedding and the "
+          "loss take a layer's pipeline slot each.")
+    if "global_batch" in table:
+        print(f"global_batch: the batch each layout runs, rounded down from {a['global_batch']} "
+              f"to a multiple of its data-parallel size (--round-batch).")
+    print("same: other layouts whose step time and memory round to the row's (0.1 ms, 0.1 GB), "
+          "not shown (--json lists layouts one by one).")
     if args.explain:
         best = frame.iloc[0]
         print(f"\nBest layout, {layout_text(layout_of(best, a['precision']), full=True)}: "
               f"{best['step_time_s']:.3f} s per step")
+        print("  (communication rows are what the step waits for, after overlap; --json has "
+              "each collective's whole time as tp_comm_s, cp_comm_s, dp_comm_s, ep_comm_s)")
         for k, name in _PARTS.items():
             print(f"  {name:<17} {best[k]:10.4f} s  {100 * best[k] / best['step_time_s']:5.1f}%")
         print(f"  {'HFU':<17} {best['hfu']:10.3f}    (executed FLOPs, recompute included)")

@@ -212,3 +212,33 @@ def test_plan_prints_moe_layouts_with_moe_recompute(capsys):
     assert main(["plan", "--model", "deepseek-v3", "--gpu", "GB200", "--gpus", "256",
                  "--global-batch", "1024", "--top", "3"]) == 0
     assert " moe ZeRO" in capsys.readouterr().out
+
+
+def test_plan_says_what_its_columns_assume(capsys):
+    # capacity, the layout legend, the band read as a measurement, the rounded batch, the
+    # +EL marker, a what-if GPU in another system's rack, and the precision in any case
+    argv = ["plan", "--model", "llama3-405b", "--gpu", "GB200", "--gpus", "144",
+            "--global-batch", "288", "--precision", "FP8", "--top", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fit in 199.7 GB per GPU" in out and "layout: TP PP [VPP]" in out
+    # GB200's FP8 dense runs measured slower than priced: the band sits above the estimate
+    assert "step_s lies below its band" in out
+    assert main(["plan", "--model", "gpt3-175b", "--gpu", "B200", "--system", "GB200 NVL72",
+                 "--gpus", "288", "--global-batch", "1000", "--round-batch", "--top", "2"]) == 0
+    cap = capsys.readouterr()
+    assert "global_batch" in cap.out and "rounded down from 1000" in cap.out
+    assert "is a what-if" in cap.err
+    assert main(["plan", "--model", "llama3-405b", "--gpu", "H100", "--gpus", "1024",
+                 "--global-batch", "512", "--embedding-loss-slots", "--top", "1"]) == 0
+    assert " +EL" in capsys.readouterr().out
+
+
+def test_the_2022_stack_has_no_context_parallelism(capsys):
+    from companion.parallel import Layout, estimate
+    assert main(["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64",
+                 "--global-batch", "128", "--software", "megatron-2022", "--json"]) == 0
+    assert {r["cp"] for r in json.loads(capsys.readouterr().out)["layouts"]} == {1}
+    with pytest.raises(ValueError, match="no context parallelism"):
+        estimate("llama3-70b", Layout(tp=4, pp=4, dp=2, cp=2, global_batch=128), "H100",
+                 software="megatron-2022")
