@@ -157,6 +157,10 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
                          f"divide layers + 2 = {model.layers + 2} ({model.name})")
     g, st, cl = resolve(gpu, system, software)
     check_fp8_recipe(g, st, layout.precision)
+    if layout.cp > 1 and not st.context_parallel:
+        raise ValueError(f"layout.cp={layout.cp}: software={st.name!r} has no context "
+                         f"parallelism (it came with Megatron-Core in 2024); use cp=1 or "
+                         f"'megatron-core'")
     num_gpus = layout.num_gpus if num_gpus is None else num_gpus
     checks.gpu_count("num_gpus", num_gpus)
     lst = int(stage_layers(model.layers, layout.pp, layout.vpp, uneven_stages, slots))

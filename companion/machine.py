@@ -95,11 +95,15 @@ class Stack:
     #: parameters per data-parallel gradient bucket; None: Megatron-Core's default,
     #: ``max(40000000, 1000000 x data-parallel size with CP)``
     ddp_bucket_params: int | None = None
+    #: whether the stack can split the sequence over GPUs (context parallelism, Megatron-Core
+    #: from 2024 on); the 2022 Megatron of Narayanan and Korthikanti had no such option
+    context_parallel: bool = True
 
     def __post_init__(self):
         # a string "False" is truthy: every switch must be a real bool
         for name in ("flash_attention", "overlap_tp", "overlap_grad_reduce", "overlap_p2p",
-                     "overlap_ep", "causal", "fused_cross_entropy", "cuda_graphs"):
+                     "overlap_ep", "causal", "fused_cross_entropy", "cuda_graphs",
+                     "context_parallel"):
             object.__setattr__(self, name, checks.boolean(name, getattr(self, name)))
         gb = checks.number("grad_reduce_bytes", self.grad_reduce_bytes, integer=True)
         if gb not in (2, 4):  # BF16/FP16 or FP32 gradients
@@ -132,7 +136,7 @@ class Stack:
 STACKS = {
     "megatron-2022": Stack("megatron-2022", flash_attention=False, overlap_tp=False,
                            overlap_grad_reduce=False, overlap_p2p=False,
-                           fused_cross_entropy=False),
+                           fused_cross_entropy=False, context_parallel=False),
     "megatron-core": Stack("megatron-core", flash_attention=True, overlap_tp=True,
                            overlap_grad_reduce=True, overlap_p2p=True, grad_reduce_bytes=4),
     "megatron-bridge": Stack("megatron-bridge", flash_attention=True, overlap_tp=True,

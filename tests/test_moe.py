@@ -28,8 +28,10 @@ def test_nvl72_rack_makes_the_seed_all_to_all_clearly_cheaper_than_8_gpu_nodes()
     # EP32 x ETP4 spans 128 ranks, which 72-GPU racks cut so that some rank keeps only one peer
     lo, hi, _ = moe.group_span(32, 4, 72, 9216)
     assert (lo, hi) == (2, 18) and moe.group_span(32, 4, 8, 9216)[:2] == (2, 2)
-    old_rack = _seed("GB200 NVL72", "GB200", software="megatron-2022").ep_comm_s
-    old_node = _seed("DGX B200", "B200", software="megatron-2022").ep_comm_s
+    from dataclasses import replace
+    nccl = replace(parallel.STACKS["megatron-core"], moe_dispatcher="alltoall")
+    old_rack = _seed("GB200 NVL72", "GB200", software=nccl).ep_comm_s
+    old_node = _seed("DGX B200", "B200", software=nccl).ep_comm_s
     assert old_rack == pytest.approx(old_node, rel=1e-6)
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from .. import hardware, moe, parallel, validation
+from .. import checks, hardware, moe, parallel, validation
 from ..calibration import DEFAULT
 from ..machine import Cluster, cluster
 from ..model import Layout, preset
@@ -45,6 +45,13 @@ def seed_layout(ep: int, etp: int = 1, dispatch: str = "bf16", **kw) -> Layout:
                   global_batch=dp * SEED_MICROBATCHES)
 
 
+#: the explorer's two dispatchers: Megatron-Core with DeepEP (its default here) and with NCCL's
+#: all-to-all (``moe_token_dispatcher_type: alltoall``), one copy of a token per routed expert
+DISPATCH_STACKS = {"megatron-core": parallel.STACKS["megatron-core"],
+                   "megatron-core, NCCL all-to-all": replace(parallel.STACKS["megatron-core"],
+                                                             moe_dispatcher="alltoall")}
+
+
 @functools.lru_cache(maxsize=64)
 def ep_share_frame(dispatch: str = "bf16", software: str = "megatron-core",
                    top_k: int = 24) -> pd.DataFrame:
@@ -56,7 +63,8 @@ def ep_share_frame(dispatch: str = "bf16", software: str = "megatron-core",
     for d in DOMAINS:
         for ep in EP_DEGREES:
             e = parallel.estimate(m, seed_layout(ep, dispatch=dispatch), SEED_GPU,
-                                  system=domain_cluster(d), software=software)
+                                  system=domain_cluster(d), software=DISPATCH_STACKS[
+                                      checks.choice("software", software, DISPATCH_STACKS)])
             rows.append({"ep": ep, "domain": f"{d}-GPU domains", "a2a_share_pct":
                          100 * e.ep_exposed_s / e.step_time_s, "ep_comm_s": e.ep_comm_s,
                          "step_time_s": e.step_time_s, "memory_gb": e.memory_bytes / 1e9,
@@ -65,7 +73,7 @@ def ep_share_frame(dispatch: str = "bf16", software: str = "megatron-core",
 
 
 EP_CONTROLS = [Choice("dispatch", moe.DISPATCH_PRECISIONS, "bf16", label="dispatch precision"),
-               Choice("software", ("megatron-core", "megatron-2022"), "megatron-core",
+               Choice("software", tuple(DISPATCH_STACKS), "megatron-core",
                       label="stack (DeepEP / NCCL dispatch)"),
                Choice("top_k", (2, 8, 24), 24, label="top-k")]
 EP_CHART = dict(x="ep:Q", y="a2a_share_pct:Q", color="domain:N", mark="line", x_scale="log",
