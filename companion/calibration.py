@@ -138,7 +138,7 @@ others below are published measurements, or set on the MoE rows each entry names
   ``data/published_measurements.csv`` (cuDNN's fused attention on H100 per sequence length
   and direction, from the FlashAttention-3 paper's benchmarks, whose backward panels are
   without the causal mask: the causal backward is derived from them with the forward's
-  causal / non-causal ratio, :func:`_attention_records`; B200, GB200 and GB300 from
+  causal / non-causal ratio at the same length; B200, GB200 and GB300 from
   NVIDIA cudnn-frontend's training SDPA benchmark, causal, 8 KV heads of 128: B200 cuDNN
   9.13.1 through PyTorch's SDPA and GB200 9.17.0 through the frontend, 128 query heads, 512
   to 131,072 tokens; GB300 9.19.1, 64 query heads, 2,048 to 32,768 tokens, from the run that
