@@ -461,6 +461,10 @@ def main(argv=None) -> int:
     p.add_argument("--round-batch", action="store_true",
                    help="round the batch down to a multiple of DP (as Calculon does); layouts "
                         "are then ranked by tokens per second")
+    p.add_argument("--reserve-gb", default="0",
+                   help="GB per GPU kept out of the fit for what the model does not count "
+                        "(CUDA context, NCCL buffers, allocator fragmentation; a few GB in "
+                        "practice); default 0")
     p.add_argument("--explain", action="store_true", help="print the best layout's breakdown")
     p.add_argument("--json", action="store_true", help="print JSON with every field")
     args = p.parse_args(argv)
@@ -468,6 +472,12 @@ def main(argv=None) -> int:
         gpus = _count("--gpus", 1, MAX_GPUS)(args.gpus)
         batch = _count("--global-batch", 1, MAX_BATCH)(args.global_batch)
         top = _count("--top", 1, 10_000)(args.top)
+        try:
+            reserve_gb = float(args.reserve_gb)
+        except ValueError:
+            raise _Bad(f"--reserve-gb must be a number of GB; got {args.reserve_gb!r}") from None
+        if not 0 <= reserve_gb < 1e4:
+            raise _Bad(f"--reserve-gb must be between 0 and 10,000 GB; got {args.reserve_gb}")
         software = stack(args.software)
         if args.attention_kernel is not None:
             software = replace(software, attention_kernel=args.attention_kernel)
@@ -483,7 +493,8 @@ def main(argv=None) -> int:
         frame = search(args.model, args.gpu, gpus, batch, system=args.system,
                        software=software, precision=args.precision.lower(),
                        uneven_stages=args.uneven_stages, exact_batch=not args.round_batch,
-                       zero=(0, 1, 2, 3), embedding_loss_slots=args.embedding_loss_slots)
+                       zero=(0, 1, 2, 3), embedding_loss_slots=args.embedding_loss_slots,
+                       reserve_bytes=reserve_gb * 1e9)
         fill = domain_fill(resolve(args.gpu, args.system, software)[2], gpus)
     except (ValueError, TypeError, _Bad) as err:
         msg = str(err)
@@ -520,7 +531,9 @@ def main(argv=None) -> int:
     print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}{kernel}, "
           f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit in "
           f"{a['capacity_gb']:.1f} GB per GPU (its driver-visible HBM, or the raw HBM where none "
-          f"is published; nothing reserved for the allocator or NCCL)")
+          f"is published; "
+          + (f"{reserve_gb:g} GB of it reserved (--reserve-gb))" if reserve_gb else
+             "nothing reserved for the allocator or NCCL: --reserve-gb)"))
     if frame.empty:
         print("no layout fits in memory")
         return 1

@@ -61,15 +61,18 @@ def test_plan_can_run_flash_attention_2(capsys):
     assert "flash-attn-2 attention" in capsys.readouterr().out
 
 
+def _plan_json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_plan_takes_the_recipes_gradient_bucket(capsys):
     # one bucket of a whole GPU's gradients: nothing overlaps the backward pass, so the step
     # is slower than with Megatron-Core's default buckets, and the header says which ran
     argv = ["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "64",
             "--global-batch", "64", "--top", "1", "--json"]
-    assert main(argv) == 0
-    default = json.loads(capsys.readouterr().out)
-    assert main(argv + ["--bucket-params", "1000000000000"]) == 0
-    one = json.loads(capsys.readouterr().out)
+    default = _plan_json(capsys, argv)
+    one = _plan_json(capsys, argv + ["--bucket-params", "1000000000000"])
     assert default["ddp_bucket_params"] is None and one["ddp_bucket_params"] == 10**12
     assert one["layouts"][0]["step_time_s"] > default["layouts"][0]["step_time_s"]
     assert main(argv[:-1] + ["--bucket-params", "768000000"]) == 0
@@ -242,3 +245,17 @@ def test_the_2022_stack_has_no_context_parallelism(capsys):
     with pytest.raises(ValueError, match="no context parallelism"):
         estimate("llama3-70b", Layout(tp=4, pp=4, dp=2, cp=2, global_batch=128), "H100",
                  software="megatron-2022")
+
+
+def test_plan_reserves_memory_when_asked(capsys):
+    # what the model does not count (CUDA context, NCCL buffers, fragmentation) held out of
+    # the fit: fewer layouts fit, and each row's memory carries the reserve
+    argv = ["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64",
+            "--global-batch", "128", "--top", "1", "--json"]
+    plain = _plan_json(capsys, argv)
+    kept = _plan_json(capsys, argv + ["--reserve-gb", "8"])
+    assert kept["feasible"] < plain["feasible"]
+    assert kept["layouts"][0]["memory_gb"] == pytest.approx(plain["layouts"][0]["memory_gb"] + 8)
+    for bad in ("x", "-1", "nan"):
+        assert main(argv + ["--reserve-gb", bad]) == 2
+        assert "--reserve-gb" in capsys.readouterr().err
