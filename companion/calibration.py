@@ -363,8 +363,7 @@ _ATTENTION_COLUMNS = ["key", "family", "direction", "seq_len", "fraction", "id"]
 
 def _attention_rows(kind: str) -> pd.DataFrame:
     rows = []
-    every = _measurements()
-    for _, r in every[every["kind"] == kind].iterrows():
+    for _, r in measurements(kind).iterrows():
         g = hardware.gpu(r["hardware"])
         # ids end in -<direction>-<seq>: attn-cudnn-h100-sxm-fwd-8192
         direction, seq = r["id"].rsplit("-", 2)[1:]

@@ -413,16 +413,6 @@ _CLI_FLAGS = {"exact_batch=False": "--round-batch", "uneven_stages=True": "--une
               "pass system= (a registry name or a Cluster)": "pass --system (a registry name)"}
 
 
-def _system_gpu(name):
-    """The GPU a registry system is built with, or None for no system or a non-registry one."""
-    if name is None:
-        return None
-    try:
-        return hardware.system(name).gpu()
-    except (ValueError, TypeError):
-        return None
-
-
 def main(argv=None) -> int:
     """``python -m companion plan``: the fastest layouts, compact, with bands and conventions."""
     import argparse
@@ -511,7 +501,7 @@ def main(argv=None) -> int:
                 f"{a['peak_flops'] / 1e12:,.0f} TFLOP/s per GPU")
     if not fill.whole:
         print(f"WARNING: {fill.message}.", file=sys.stderr)
-    built = _system_gpu(args.system)
+    built = hardware.system(args.system).gpu() if args.system else None  # search resolved it
     if built is not None and built.key != hardware.gpu(args.gpu).key:
         print(f"WARNING: a {args.system} is built with {built.name}; {a['gpu']} in it is a "
               f"what-if (the same links and domain, this GPU's compute and memory).",
@@ -544,13 +534,12 @@ def main(argv=None) -> int:
                            "tokens_per_s_per_gpu": 0, "memory_gb": 1}).to_string(index=False))
     print(mfu_note + ".")
     print(f"Step band (low_s-high_s): {a['band_basis']}.")
-    outside = (table["step_s"] < table["low_s"]) | (table["step_s"] > table["high_s"])
-    if outside.any():
-        side = "faster" if (table["step_s"] < table["low_s"]).any() else "slower"
+    below = (table["step_s"] < table["low_s"]).any()
+    if below or (table["step_s"] > table["high_s"]).any():
         print(f"The band is where measured steps fell around the model's: for this family "
-              f"published runs ran {'slower' if side == 'faster' else 'faster'} than priced, "
-              f"so step_s lies {'below' if side == 'faster' else 'above'} its band; read the "
-              f"band as the expected measurement.")
+              f"published runs ran {'slower' if below else 'faster'} than priced, so step_s "
+              f"lies {'below' if below else 'above'} its band; read the band as the expected "
+              f"measurement.")
     print("layout: TP PP [VPP] DP [CP] [EP] mb<microbatch> [SP: sequence parallel] "
           "<recompute: none, sel(ective), full or moe> ZeRO<stage>; +EL: the embedding and the "
           "loss take a layer's pipeline slot each.")
