@@ -358,7 +358,7 @@ ATTENTION_RECORD_KINDS = dict(zip(ATTENTION_KERNELS, ("attention", "attention_fa
 #: H100 backward panels are all non-causal
 ATTENTION_NONCAUSAL_KINDS = dict(zip(ATTENTION_KERNELS, ("attention_noncausal",
                                                          "attention_fa2_noncausal")))
-_ATTENTION_COLUMNS = ["key", "family", "direction", "seq_len", "fraction", "id"]
+_ATTENTION_COLUMNS = ["key", "arch", "family", "direction", "seq_len", "fraction", "id"]
 
 
 def _attention_rows(kind: str) -> pd.DataFrame:
@@ -367,7 +367,7 @@ def _attention_rows(kind: str) -> pd.DataFrame:
         g = hardware.gpu(r["hardware"])
         # ids end in -<direction>-<seq>: attn-cudnn-h100-sxm-fwd-8192
         direction, seq = r["id"].rsplit("-", 2)[1:]
-        rows.append({"key": g.key, "family": g.family, "direction": direction,
+        rows.append({"key": g.key, "arch": g.arch, "family": g.family, "direction": direction,
                      "seq_len": int(seq), "fraction": float(r["value"]) / g.peak_flops("bf16"),
                      "id": r["id"]})
     return pd.DataFrame(rows, columns=_ATTENTION_COLUMNS)
@@ -391,7 +391,8 @@ def _attention_records(kernel: str = "cudnn") -> pd.DataFrame:
         if (key, "fwd", seq) not in have.index or (key, "fwd", seq) not in free.index:
             continue
         fwd_c, fwd_free = have.loc[(key, "fwd", seq)], free.loc[(key, "fwd", seq)]
-        derived.append({"key": key, "family": r["family"], "direction": "bwd", "seq_len": seq,
+        derived.append({"key": key, "arch": r["arch"], "family": r["family"], "direction": "bwd",
+                        "seq_len": seq,
                         "fraction": r["fraction"] * fwd_c["fraction"] / fwd_free["fraction"],
                         "id": f"{r['id']} x {fwd_c['id']} / {fwd_free['id']}"})
     return pd.concat([causal, pd.DataFrame(derived, columns=_ATTENTION_COLUMNS)],
@@ -399,11 +400,13 @@ def _attention_records(kernel: str = "cudnn") -> pd.DataFrame:
 
 
 @functools.cache
-def _attention(key: str, fam: str, direction: str, seq_len: int, fallback: float,
+def _attention(key: str, arch: str, fam: str, direction: str, seq_len: int, fallback: float,
                kernel: str = "cudnn"):
     rec = _attention_records(kernel)
     rec = rec[rec["direction"] == direction]
-    for label, rows in (("measured", rec[rec["key"] == key]),
+    # this GPU's records, else its die's (B300 in an HGX and in a GB300 are one Blackwell Ultra
+    # die at two clocks: fractions of each part's own peak), else its family's
+    for label, rows in (("measured", rec[rec["key"] == key]), ("same die", rec[rec["arch"] == arch]),
                         (f"{fam} family", rec[rec["family"] == fam])):
         if len(rows):
             rows = rows.groupby("seq_len")["fraction"].mean().sort_index()
@@ -421,8 +424,9 @@ def attention_fraction(gpu, direction: str, seq_len: int,
                        calibration: Calibration | None = None, kernel: str = "cudnn") -> float:
     """Fraction of the dense BF16 peak that fused causal attention (head dim 128) reaches on
     ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len`` with ``kernel`` (``"cudnn"`` or
-    ``"flash-attn-2"``): published records of that kernel on this GPU or its family,
-    interpolated in log sequence length and held flat beyond the measured range;
+    ``"flash-attn-2"``): published records of that kernel on this GPU, else on its die,
+    else in its family, interpolated in log sequence length and held flat
+    beyond the measured range;
     ``calibration.attention_efficiency`` where no cuDNN record exists, and a ValueError where
     no FlashAttention-2 record does."""
     g = _spec(gpu)
@@ -432,8 +436,8 @@ def attention_fraction(gpu, direction: str, seq_len: int,
     checks.choice("kernel", kernel, ATTENTION_KERNELS)
     if "attention" in cal.off:
         return cal.attention_efficiency
-    return _attention(g.key, g.family, direction, int(seq_len), cal.attention_efficiency,
-                      kernel)[0]
+    return _attention(g.key, g.arch, g.family, direction, int(seq_len),
+                      cal.attention_efficiency, kernel)[0]
 
 
 # -- the rate a step sustains -------------------------------------------------------------------

@@ -194,6 +194,17 @@ def test_blackwell_attention_follows_cudnn_frontends_training_benchmark():
     assert cal.attention_fraction("B200", "bwd", 8192) < cal.DEFAULT.attention_efficiency
 
 
+def test_a_gpu_without_attention_records_takes_its_dies_before_its_familys():
+    # B300 in an HGX and in a GB300 are one Blackwell Ultra die (Blackwell Ultra doubles the
+    # softmax SFU throughput, NVIDIA's 'Making Softmax More Efficient with NVIDIA Blackwell
+    # Ultra'): B300 takes GB300's cuDNN 9.19.1 records (1887 of 2,500 forward at 8,192 tokens),
+    # as a fraction of its own peak, not an average over B200-die records
+    assert cal.attention_fraction("B300", "fwd", 8192) == pytest.approx(1887 / 2500)
+    assert cal.attention_fraction("B300", "bwd", 8192) == pytest.approx(1385 / 2500)
+    # H200 is H100's die: the FlashAttention-3 paper's H100 records, as before
+    assert cal.attention_fraction("H200", "fwd", 8192) == cal.attention_fraction("H100", "fwd", 8192)
+
+
 def test_gb300_attention_is_cudnn_9_19_measured_beside_gb200():
     # cudnn-frontend results/gb300_919_only_cudnn and gb200_919_only_cudnn (llama3.1 config:
     # 64 query / 8 KV heads of 128, batch 1, BF16, top_left causal, cuDNN backend 91901): GB300
