@@ -406,7 +406,8 @@ def _attention(key: str, arch: str, fam: str, direction: str, seq_len: int, fall
     rec = rec[rec["direction"] == direction]
     # this GPU's records, else its die's (B300 in an HGX and in a GB300 are one Blackwell Ultra
     # die at two clocks: fractions of each part's own peak), else its family's
-    for label, rows in (("measured", rec[rec["key"] == key]), ("same die", rec[rec["arch"] == arch]),
+    for label, rows in (("measured", rec[rec["key"] == key]),
+                        ("same die", rec[rec["arch"] == arch]),
                         (f"{fam} family", rec[rec["family"] == fam])):
         if len(rows):
             rows = rows.groupby("seq_len")["fraction"].mean().sort_index()
@@ -425,9 +426,8 @@ def attention_fraction(gpu, direction: str, seq_len: int,
     """Fraction of the dense BF16 peak that fused causal attention (head dim 128) reaches on
     ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len`` with ``kernel`` (``"cudnn"`` or
     ``"flash-attn-2"``): published records of that kernel on this GPU, else on its die,
-    else in its family, interpolated in log sequence length and held flat
-    beyond the measured range;
-    ``calibration.attention_efficiency`` where no cuDNN record exists, and a ValueError where
+    else in its family, interpolated in log sequence length and held flat beyond the
+    measured range; ``calibration.attention_efficiency`` where no cuDNN record exists, and a ValueError where
     no FlashAttention-2 record does."""
     g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
