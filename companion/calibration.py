@@ -427,8 +427,8 @@ def attention_fraction(gpu, direction: str, seq_len: int,
     ``gpu`` in the ``"fwd"`` or ``"bwd"`` pass at ``seq_len`` with ``kernel`` (``"cudnn"`` or
     ``"flash-attn-2"``): published records of that kernel on this GPU, else on its die,
     else in its family, interpolated in log sequence length and held flat beyond the
-    measured range; ``calibration.attention_efficiency`` where no cuDNN record exists, and a ValueError where
-    no FlashAttention-2 record does."""
+    measured range; ``calibration.attention_efficiency`` where no cuDNN record exists, and a
+    ValueError where no FlashAttention-2 record does."""
     g = _spec(gpu)
     cal = DEFAULT if calibration is None else calibration
     checks.choice("direction", direction, ("fwd", "bwd"))

@@ -92,9 +92,9 @@ def cap_table(gpu, caps_w, precision: str = "bf16", *, floor_fraction: float = 0
               exponents=(1.0, 2.0, 3.0)) -> pd.DataFrame:
     """:func:`capped_gemm_flops` for each cap and each power-clock exponent."""
     checks.real_array("caps_w", caps_w, positive=True)  # then as given: 500 prints as 500
-    a = checks.real_array("exponents", exponents, positive=True)
-    if (a < 1).any():  # power_cap's range, named here: clock falls no faster than power
-        raise ValueError(f"exponents must be >= 1; got {a[a < 1][:3].tolist()}")
+    ex = checks.real_array("exponents", exponents, positive=True)
+    if (ex < 1).any():  # power_cap's range, named here: clock falls no faster than power
+        raise ValueError(f"exponents must be >= 1; got {ex[ex < 1][:3].tolist()}")
     caps_w, exponents = (x if np.ndim(x) else [x] for x in (caps_w, exponents))
     rows = []
     for a in exponents:

@@ -602,10 +602,10 @@ def _buckets(X, st, dp_cp):
     DDP (ZeRO 0 and 1) fills buckets of ``bucket_size`` parameters (the stack's
     ``ddp_bucket_params``, else :func:`~companion.fabric.megatron_default_bucket_params`) in
     backward order, closing one at the first parameter past the size (so ceil(P / size) of
-    them: the remainder is a bucket of its own), and sends each when it is full: the last leaves only when the backward
-    pass ends. It buckets only the first pipeline stage's first model chunk
-    (``distributed_data_parallel.py``: later stages and chunks are "not on the critical
-    path"); each later chunk is one piece. Megatron-FSDP (ZeRO 2 and 3) communicates per
+    them: the remainder is a bucket of its own), and sends each when it is full: the last
+    leaves only when the backward pass ends. It buckets only the first pipeline stage's first
+    model chunk (``distributed_data_parallel.py``: later stages and chunks are "not on the
+    critical path"); each later chunk is one piece. Megatron-FSDP (ZeRO 2 and 3) communicates per
     unit module, ``[TransformerLayer]`` by default: one bucket per layer of the stage."""
     size = st.ddp_bucket_params or megatron_default_bucket_params(dp_cp)
     fsdp = X["zero"] >= 2
