@@ -28,16 +28,17 @@ from companion import checks
 from companion.comm import _out, _ranks, _sizes, collective_time_s
 from companion.moe import group_span
 
-# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, 2020
-# version of https://github.com/NVIDIA/nccl): a ring step per protocol, (NVLink, network).
-# The models price LL128, the protocol NCCL picks for most training-sized messages: a ring
-# step costs 1.9 us over NVLink and 4.0 us over the network, a tree level 1.2 us and 8.5 us.
+# Per-step latencies of NCCL's own tuning model (src/graph/tuning.cc, table hwLat, in
+# https://github.com/NVIDIA/nccl at b647562, a release with Blackwell entries): a ring step per
+# protocol, (NVLink, network). The models price LL128, the protocol NCCL picks for most
+# training-sized messages: a ring step costs 1.9 us over NVLink and 4.0 us over the network, a
+# tree level 1.25 us and 8.5 us (unchanged since 2020; LL and Simple were 0.47 and 9.6 us then).
 # NCCL adds a fixed per-call baseLat on top, which these models leave out. Defaults only;
 # pass measured values when you have them.
-NCCL_RING_STEP_S = MappingProxyType({"LL": (0.47e-6, 2.7e-6), "LL128": (1.9e-6, 4.0e-6),
-                                     "Simple": (3.4e-6, 9.6e-6)})
+NCCL_RING_STEP_S = MappingProxyType({"LL": (0.6e-6, 2.7e-6), "LL128": (1.9e-6, 4.0e-6),
+                                     "Simple": (3.4e-6, 14.0e-6)})
 NCCL_NVLINK_STEP_S, NCCL_NET_STEP_S = NCCL_RING_STEP_S["LL128"]
-NCCL_TREE_NVLINK_STEP_S = 1.2e-6
+NCCL_TREE_NVLINK_STEP_S = 1.25e-6
 NCCL_TREE_NET_STEP_S = 8.5e-6
 FLAT_ALGORITHMS = ("ring", "tree")
 
@@ -211,9 +212,9 @@ def all_reduce_latency_s(fabric: Fabric, n_domains: int, algorithm: str = "ring"
     Ring: ``2(N-1)`` steps of which the ``2(D-1)`` that cross domains cost ``net_latency_s``
     and the rest ``scaleup_latency_s``. Tree: ``2((g-1) t_nvl + floor(log2 D) t_net)``, a chain
     inside each domain and a binary tree across them, at NCCL's tree latencies (ncclTopoTuneModel
-    in src/graph/tuning.cc). NCCL's fixed per-call ``baseLat`` is left out. This is the 2020
-    revision the constants come from; later revisions count ``2 D`` network steps instead of
-    ``2(D-1)`` and add a per-step network overhead, a difference of two steps.
+    in src/graph/tuning.cc). NCCL's fixed per-call ``baseLat`` is left out. The step counts
+    are the 2020 revision's (its LL128 latencies are today's); later revisions count ``2 D``
+    network steps instead of ``2(D-1)`` and add a per-step network overhead, two steps more.
     """
     fabric = _fabric(fabric)
     checks.choice("algorithm", algorithm, FLAT_ALGORITHMS)
@@ -377,7 +378,8 @@ def megatron_default_bucket_params(dp_cp):
     buckets to ensure collectives do not become latency-bound",
     ``distributed_data_parallel_config.py``). Megatron-Core's ``DistributedDataParallel`` on
     its own uses its data-parallel group, without CP. Arrays in, arrays out."""
-    return np.maximum(40_000_000, 1_000_000 * np.asarray(dp_cp))
+    dp_cp = checks.real_array("dp_cp", dp_cp, positive=True)
+    return np.maximum(40_000_000, 1_000_000 * dp_cp)
 
 
 def megatron_bucket_count(params, bucket_params):
@@ -386,7 +388,7 @@ def megatron_bucket_count(params, bucket_params):
     (``_ParamAndGradBuffer``: "Add remaining params to a new bucket"), so
     ``ceil(params / bucket_params)`` of them for parameters small beside a bucket, and at
     least one. Arrays in, arrays out."""
-    p = checks.real_array("params", params, nonnegative=True)
+    p = checks.real_array("params", params, positive=True)
     b = checks.real_array("bucket_params", bucket_params, positive=True)
     return np.maximum(1.0, np.ceil(p / b))
 

@@ -106,10 +106,12 @@ def test_tree_matches_nccl_tuning_model():
 
 
 def test_ring_step_latencies_are_nccl_hwlat():
-    # NCCL src/graph/tuning.cc, hwLat, Ring (LL/LL128/Simple) in us:
-    # NVLINK { .47, 1.9, 3.4 }, NET { 2.7, 4.0, 9.6 }; the models price LL128
+    # NCCL src/graph/tuning.cc at b647562, hwLat, Ring (LL/LL128/Simple) in us:
+    # NVLINK { .6, 1.9, 3.4 }, NET { 2.7, 4.0, 14.0 }; the models price LL128
     us = {p: tuple(round(s * 1e6, 2) for s in v) for p, v in fabric.NCCL_RING_STEP_S.items()}
-    assert us == {"LL": (0.47, 2.7), "LL128": (1.9, 4.0), "Simple": (3.4, 9.6)}
+    assert us == {"LL": (0.6, 2.7), "LL128": (1.9, 4.0), "Simple": (3.4, 14.0)}
+    # Tree (LL/LL128/Simple): NVLINK { .6, 1.25, 4.0 }, NET { 5.0, 8.5, 14 }
+    assert (fabric.NCCL_TREE_NVLINK_STEP_S, fabric.NCCL_TREE_NET_STEP_S) == (1.25e-6, 8.5e-6)
     assert (fabric.NCCL_NVLINK_STEP_S, fabric.NCCL_NET_STEP_S) == fabric.NCCL_RING_STEP_S["LL128"]
     with pytest.raises(TypeError):
         fabric.NCCL_RING_STEP_S["LL128"] = (0.0, 0.0)
