@@ -86,10 +86,20 @@ def _signed_format(fmt):
 
 
 def _nonempty(xw, what):
-    """Raise unless ``xw`` holds at least one value (a per-tensor amax of nothing is undefined)."""
+    """Raise unless ``xw`` holds at least one value (a per-tensor amax of nothing is undefined,
+    and so is an error metric over nothing)."""
     if math.prod(xw.shape) == 0:
-        raise ValueError(f"x is empty (shape {tuple(xw.shape)}): {what} needs the amax of at "
-                         f"least one value")
+        raise ValueError(f"x is empty (shape {tuple(xw.shape)}): {what} needs at least one "
+                         f"value")
+
+
+def _f32(ops, xw):
+    """``xw`` in float32, the precision the recipes scale in. A finite value beyond float32's
+    range would become inf there and turn its block's scale to NaN, so it is refused."""
+    if ops.any(ops.isfinite(xw) & (ops.abs(xw) > _FP32_MAX)):
+        raise ValueError(f"x holds finite values beyond float32's maximum ({_FP32_MAX:.4g}), "
+                         f"which the float32 scaling recipes cannot represent")
+    return ops.f32(xw)
 
 
 def _scale_too_small(scale, margin, amax, fmt):
@@ -313,7 +323,7 @@ def _run_unchecked(x, scheme, axis, pad, role, rounding, seed, hadamard_seed, ha
     pad = checks.boolean("pad", pad)
     seed = _f.checked_seed(seed)
     ops, xw = _f._checked("x", x)
-    xw = ops.f32(xw)
+    xw = _f32(ops, xw)
     if xw.ndim == 0:
         raise ValueError("x must have at least one dimension for block scaling")
     axis = checks.number("axis", axis, integer=True, minimum=-xw.ndim, maximum=xw.ndim - 1)
@@ -399,9 +409,12 @@ def nvfp4_global_scale(x) -> float:
     Empty ``x`` raises ValueError: the amax of no values is undefined."""
     ops, xw = _f._checked("x", x)
     _nonempty(xw, "the NVFP4 per-tensor scale")
-    amax = float(ops.amax(ops.abs(ops.f32(xw)), tuple(range(xw.ndim))).reshape(()))
-    return min(float(np.float32(448.0 * 6.0) / np.float32(amax)) if amax else math.inf,
-               _FP32_MAX)
+    amax = float(ops.amax(ops.abs(_f32(ops, xw)), tuple(range(xw.ndim))).reshape(()))
+    if not math.isfinite(amax):
+        raise ValueError(f"x must be finite to set the NVFP4 per-tensor scale (amax is {amax})")
+    with np.errstate(over="ignore"):  # a tiny amax: the scale caps at the float32 max
+        return min(float(np.float32(448.0 * 6.0) / np.float32(amax)) if amax else math.inf,
+                   _FP32_MAX)
 
 
 @_f.via_numpy
@@ -425,7 +438,7 @@ def tensor_quantize(x, fmt: str = "e4m3", amax: float | None = None, margin: int
         amax = checks.number("amax", amax, nonnegative=True, maximum=_FP32_MAX)
     ops, xw = _f._checked("x", x)
     _nonempty(xw, "per-tensor scaling")
-    xw, undo = _f.at_least_1d(ops, ops.f32(xw))
+    xw, undo = _f.at_least_1d(ops, _f32(ops, xw))
     scale = None
     if amax is not None:
         scale = float(_scale_from_amax(np.float32(amax), _f.info(fmt).max, margin, _f._NUMPY))
@@ -462,6 +475,9 @@ class DelayedScaling:
         checks.choice("algo", self.algo, ("max", "most_recent"))
         object.__setattr__(self, "margin", _checked_margin(self.margin, self.fmt))
         object.__setattr__(self, "history", _checked_history(self.history))
+        if len(self.history) > self.history_len:
+            raise ValueError(f"history holds {len(self.history)} amaxes, more than "
+                             f"history_len={self.history_len}")
 
     @property
     def amax(self) -> float | None:
@@ -490,7 +506,7 @@ class DelayedScaling:
         seed = _f.checked_seed(seed)
         ops, xw = _f._checked("x", x)
         _nonempty(xw, "delayed scaling")
-        xw, undo = _f.at_least_1d(ops, ops.f32(xw))
+        xw, undo = _f.at_least_1d(ops, _f32(ops, xw))
         amax_now = float(ops.amax(ops.abs(xw), tuple(range(xw.ndim))).reshape(()))
         deq, _, _ = _tensor(xw, self.fmt, ops, self.scale, rounding=rounding, seed=seed)
         deq = undo(deq)
@@ -554,7 +570,7 @@ def random_hadamard(x, seed: int, size: int = 16, axis: int = -1, inverse: bool 
     seed = checks.number("seed", seed, integer=True, nonnegative=True)
     inverse = checks.boolean("inverse", inverse)
     ops, xw = _f._checked("x", x)
-    xw = ops.f32(xw)
+    xw = _f32(ops, xw)
     if xw.ndim == 0:
         raise ValueError("x must have at least one dimension for the Hadamard transform")
     axis = checks.number("axis", axis, integer=True, minimum=-xw.ndim, maximum=xw.ndim - 1)
@@ -577,6 +593,7 @@ def _pair(x, xq):
     if tuple(xw.shape) != tuple(qw.shape):
         raise ValueError(f"x and xq must have the same shape; got {tuple(xw.shape)} and "
                          f"{tuple(qw.shape)}")
+    _nonempty(xw, "an error metric")
     if ops.any(~ops.isfinite(xw)):
         raise ValueError("x must be finite for an error metric")
     if ops.any(~ops.isfinite(qw)):

@@ -32,7 +32,7 @@ def sustained_gemm_flops(gpu, precision: str = "bf16",
     """Dense FLOP/s a large GEMM sustains inside a training step at the GPU's own power limit,
     before tile and wave quantization: datasheet peak x published burst fraction (MAMF) x
     ``gemm_in_training`` x :func:`~companion.calibration.sustained_fraction`."""
-    cal = calibration.DEFAULT if cal is None else cal
+    cal = calibration.DEFAULT if cal is None else calibration.checked(cal)
     g = hardware.gpu(gpu) if not isinstance(gpu, hardware.GPU) else gpu
     p = hardware.precision_name(precision)
     return (g.peak_flops(p) * calibration.gemm_peak_fraction(g, p) * cal.gemm_in_training
@@ -74,6 +74,8 @@ def sustained_table(gpus=("H100", "H200", "B200", "GB200", "B300", "GB300"),
                     precision: str = "bf16") -> pd.DataFrame:
     """Per GPU: TDP, datasheet dense peak, burst (MAMF) and sustained rates in TFLOP/s, and
     where the sustained factor comes from."""
+    if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__") or not len(gpus):
+        raise TypeError(f"gpus must be a non-empty sequence of GPU names; got {gpus!r:.40}")
     rows = []
     for name in gpus:
         g = hardware.gpu(name)
@@ -96,6 +98,8 @@ def cap_table(gpu, caps_w, precision: str = "bf16", *, floor_fraction: float = 0
     if (ex < 1).any():  # power_cap's range, named here: clock falls no faster than power
         raise ValueError(f"exponents must be >= 1; got {ex[ex < 1][:3].tolist()}")
     caps_w, exponents = (x if np.ndim(x) else [x] for x in (caps_w, exponents))
+    if not (len(caps_w) and len(exponents)):
+        raise ValueError("caps_w and exponents must each hold at least one value")
     rows = []
     for a in exponents:
         for cap in caps_w:

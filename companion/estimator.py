@@ -109,6 +109,7 @@ def _reason(mem, capacity):
     if mem["fits"]:
         return f"fits: {mem['memory_bytes'] / 1e9:.1f} GB of {capacity / 1e9:.1f} GB"
     parts = {k: mem[k + "_bytes"] for k in ("weights", "grads", "optimizer", "activations")}
+    parts["reserve"] = mem["memory_bytes"] - sum(parts.values())  # what the caller set aside
     big = max(parts, key=parts.get)
     return (f"does not fit: needs {mem['memory_bytes'] / 1e9:.1f} GB > {capacity / 1e9:.1f} GB "
             f"(largest part: {big}, {parts[big] / 1e9:.1f} GB)")

@@ -60,6 +60,10 @@ def cluster(gpu, system: str | Cluster | None = None) -> Cluster:
         raise ValueError(f"system={s.name!r} holds {s.gpu().name} ({s.gpu().family}), not "
                          f"{g.name} ({g.family}); pick a system of the GPU's family or pass "
                          f"a Cluster")
+    if "PCIe" in (g.form_factor or "") and "PCIe" not in (s.gpu().form_factor or ""):
+        # a PCIe card has no socket on an SXM baseboard or superchip: no NVSwitch domain
+        raise ValueError(f"system={s.name!r} holds {s.gpu().form_factor} GPUs; {g.name} is a "
+                         f"{g.form_factor}: pass a Cluster describing its server")
     scaleup = g.scaleup_Bps if g.scaleup_Bps is not None else s.gpu().scaleup_Bps
     return Cluster(s.name, s.scaleup_domain_gpus, scaleup, s.scaleout_Bps / s.gpu_count,
                    s.source)

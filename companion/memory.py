@@ -41,7 +41,7 @@ import numpy as np
 
 from companion import checks, moe
 from companion.model import (PRECISIONS, RECOMPUTE, Layout, Transformer, as_transformer,
-                             check_layout)
+                             check_layout, check_microbatches)
 from companion.roofline import dtype_bytes, resolve_gpu
 
 # Bytes per parameter: (weights, gradients, optimizer state) before any sharding, as
@@ -242,6 +242,7 @@ def pipeline_inflight_microbatches(pp: int, vpp: int = 1,
     if num_microbatches is not None:
         num_microbatches = checks.number("num_microbatches", num_microbatches, integer=True,
                                          positive=True)
+    check_microbatches(pp, vpp, num_microbatches)
     return float(pipeline_inflight_arrays(pp, vpp, num_microbatches))
 
 
@@ -327,6 +328,7 @@ def check_offload(offload_layers, layers: int, pp: int, recompute: str) -> int:
     offloading can be done only for layers less than num_layers"), and neither with pipeline
     parallelism nor with recomputation, which Megatron-Core's ``TransformerConfig`` refuses.
     Returns it as an int."""
+    layers = checks.number("layers", layers, integer=True, positive=True)
     n = checks.number("offload_layers", offload_layers, integer=True, minimum=0,
                       maximum=layers - 1)
     if n and pp > 1:
@@ -375,6 +377,11 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
     if num_microbatches is not None:
         num_microbatches = checks.number("num_microbatches", num_microbatches, integer=True,
                                          positive=True)
+        if layout.num_microbatches not in (None, num_microbatches):
+            raise ValueError(f"num_microbatches={num_microbatches} contradicts the layout's "
+                             f"global_batch / (dp * microbatch) = {layout.num_microbatches}; "
+                             f"pass one of them")
+        check_microbatches(layout.pp, layout.vpp, num_microbatches)
     m = num_microbatches if num_microbatches is not None else layout.num_microbatches
     r = training_memory_arrays(
         model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
@@ -393,7 +400,7 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
         fits, reason = True, f"fits: {total / 1e9:.1f} GB of {capacity_bytes / 1e9:.1f} GB"
     else:
         parts = {"weights": weights, "gradients": grads, "optimizer state": optimizer,
-                 "activations": acts}
+                 "activations": acts, "reserve": float(reserve_bytes)}
         big = max(parts, key=parts.get)
         fits, reason = False, (f"does not fit: needs {total / 1e9:.1f} GB > "
                                f"{capacity_bytes / 1e9:.1f} GB (largest part: {big}, "

@@ -113,13 +113,9 @@ class Transformer:
                              f"cannot be routed to more experts than the layer has)")
         _store_int(self, "router_groups")
         if self.router_groups > 1:
-            checks.divides("router_groups", self.router_groups, "experts", self.experts)
             top = checks.number("router_group_topk", self.router_group_topk, integer=True,
                                 minimum=1, maximum=self.router_groups)
-            moe.check_router_groups(self.router_groups, top)
-            if self.top_k > top * self.experts // self.router_groups:
-                raise ValueError(f"top_k={self.top_k} must be <= router_group_topk x experts / "
-                                 f"router_groups = {top * self.experts // self.router_groups}")
+            moe.check_router_groups(self.router_groups, top, self.experts, self.top_k)
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers={self.dense_layers} must be <= layers={self.layers}")
         if self.experts == 1 and (self.shared_experts or self.dense_layers):
@@ -334,6 +330,19 @@ def layout_text(layout: Layout, full: bool = False) -> str:
     return out + f" mb{layout.microbatch}"
 
 
+def check_microbatches(pp: int, vpp: int, num_microbatches: int | None,
+                       source: str = "num_microbatches") -> None:
+    """Raise ValueError if an interleaved schedule (``vpp`` > 1) gets a number of microbatches
+    that is not a multiple of ``pp``. Megatron-LM runs them in groups of pp (older releases
+    raise "number of microbatches is not divisible by pipeline-model-parallel-size when using
+    interleaved schedule"; Megatron-Core's microbatch_group_size_per_vp_stage defaults to pp,
+    which gives the same rule). ``source`` names where the count came from."""
+    if vpp > 1 and num_microbatches is not None and num_microbatches % pp:
+        raise ValueError(f"vpp={vpp} (interleaved schedule) needs the number of microbatches, "
+                         f"{source} = {num_microbatches}, to be a multiple of pp={pp}; use "
+                         f"vpp=1 or change the batch")
+
+
 def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None) -> None:
     """Raise ValueError if ``layout`` cannot run ``model`` (each message names the parameters).
     ``model`` is a :class:`Transformer` or a preset name."""
@@ -345,6 +354,8 @@ def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None
     checks.divides("tp", layout.tp, "ffn_hidden", model.ffn_hidden)
     checks.divides("pp * vpp", layout.pp * layout.vpp, "layers", model.layers)
     checks.divides("cp", layout.cp, "seq_len", model.seq_len)
+    if layout.cp > 1:  # Megatron's load-balanced causal split cuts the sequence into 2*cp chunks
+        checks.divides("2 * cp", 2 * layout.cp, "seq_len", model.seq_len)
     if layout.sequence_parallel:
         checks.divides("tp", layout.tp, "seq_len / cp", model.seq_len // layout.cp)
     if model.is_moe:
@@ -359,15 +370,8 @@ def check_layout(model: Transformer, layout: Layout, num_gpus: int | None = None
             if value != neutral and not (name == "etp" and value == layout.tp):
                 raise ValueError(f"{name}={value!r} applies to MoE layers; {model.name} has "
                                  f"experts=1 (leave it at {neutral!r})")
-    m = layout.num_microbatches
-    if layout.vpp > 1 and m is not None and m % layout.pp:
-        # Megatron-LM's interleaved schedule runs microbatches in groups of pp (older releases
-        # raise "number of microbatches is not divisible by pipeline-model-parallel-size when
-        # using interleaved schedule"; Megatron-Core's microbatch_group_size_per_vp_stage
-        # defaults to pp, which gives the same rule)
-        raise ValueError(f"vpp={layout.vpp} (interleaved schedule) needs the number of "
-                         f"microbatches, global_batch / (dp * microbatch) = {m}, to be a "
-                         f"multiple of pp={layout.pp}; use vpp=1 or change the batch")
+    check_microbatches(layout.pp, layout.vpp, layout.num_microbatches,
+                       "global_batch / (dp * microbatch)")
     if num_gpus is not None and layout.num_gpus != num_gpus:
         raise ValueError(f"tp*pp*dp*cp = {layout.tp}*{layout.pp}*{layout.dp}*{layout.cp} = "
                          f"{layout.num_gpus} must equal num_gpus={num_gpus}")
@@ -561,5 +565,5 @@ def as_transformer(param: str, model) -> Transformer:
     return model
 
 
-__all__ = ["STEP_PRECISIONS", "as_transformer", "Transformer", "Layout", "check_layout", "layout_text", "preset", "presets", "PRESET_SOURCES",
+__all__ = ["STEP_PRECISIONS", "as_transformer", "Transformer", "Layout", "check_layout", "check_microbatches", "layout_text", "preset", "presets", "PRESET_SOURCES",
            "FFN_TYPES", "RECOMPUTE", "PRECISIONS"]

@@ -200,9 +200,16 @@ def _check_pattern(size, stride, domain_gpus, world) -> None:
                          f"group-domain cells, more than the {MAX_PATTERN_CELLS:,} counted")
 
 
-def check_router_groups(groups, group_topk) -> None:
+def check_router_groups(groups, group_topk, experts=None, top_k=None) -> None:
     """Raise ValueError unless ``group_topk`` of ``groups`` expert groups has at most
-    :data:`MAX_ROUTER_SUBSETS` choices (they are enumerated)."""
+    :data:`MAX_ROUTER_SUBSETS` choices (they are enumerated) and, given ``experts`` and
+    ``top_k``, the groups split the experts evenly and the chosen groups hold ``top_k``."""
+    if experts is not None:
+        checks.divides("router_groups", groups, "experts", experts)
+        reach = int(group_topk) * experts // int(groups)
+        if top_k is not None and top_k > reach:
+            raise ValueError(f"top_k={top_k} must be <= router_group_topk x experts / "
+                             f"router_groups = {reach}")
     n = math.comb(int(groups), int(group_topk))
     if n > MAX_ROUTER_SUBSETS:
         raise ValueError(f"router_group_topk={group_topk} of router_groups={groups} gives "
@@ -312,10 +319,10 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     checks.number("groups", groups, integer=True, minimum=1)
     if max_domains is not None:
         checks.number("max_domains", max_domains, integer=True, minimum=1)
+    checks.divides("groups", groups, "experts", experts)
     if group_topk is not None:
         checks.number("group_topk", group_topk, integer=True, minimum=1, maximum=groups)
-        checks.divides("groups", groups, "experts", experts)
-        check_router_groups(groups, group_topk)
+        check_router_groups(groups, group_topk, experts, top_k)
     n = size
     if n == 1:
         return 0.0, 0.0
@@ -518,6 +525,9 @@ def dispatcher_for(stack) -> str:
     """The dispatcher of ``stack`` (a :class:`~companion.machine.Stack`): its own
     ``moe_dispatcher`` attribute if it has one, else :data:`STACK_DISPATCHER`, else
     ``alltoall``."""
+    if isinstance(stack, (str, bytes)) or not isinstance(getattr(stack, "name", None), str):
+        raise TypeError(f"stack must be a companion.machine.Stack (machine.stack(name)); got "
+                        f"{type(stack).__name__} {stack!r:.40}")
     own = getattr(stack, "moe_dispatcher", None)
     if own is not None:
         return checks.choice("moe_dispatcher", own, DISPATCHERS)

@@ -199,6 +199,8 @@ def saving_at_equal_throughput(efficiency_ratio):
     """Fraction of power saved at equal throughput when throughput per watt grows by a ratio.
 
     Power = throughput / (throughput per watt), so a 2x gain saves 1 - 1/2 = 50%, never more.
+    A ratio below 1 is a loss, not a saving: the result is then negative, the extra power as a
+    fraction of the old (0.5 gives -1.0, twice the power).
     """
     return 1.0 - 1.0 / number("efficiency_ratio", efficiency_ratio, positive=True)
 

@@ -70,7 +70,8 @@ def _structures(model, num_gpus, global_batch, max_tp, max_cp, max_microbatch, u
     X = _cross(X, "pp", divs, lambda g: (num_gpus // g["tp"] % g["pp"] == 0) & (g["pp"] <= L)
                & (uneven | (L % g["pp"] == 0) | (slots & ((L + 2) % g["pp"] == 0))))
     X = _cross(X, "cp", divs, lambda g: (num_gpus // (g["tp"] * g["pp"]) % g["cp"] == 0)
-               & (g["cp"] <= max_cp) & (model.seq_len % g["cp"] == 0))
+               & (g["cp"] <= max_cp)
+               & ((g["cp"] == 1) | (model.seq_len % (2 * g["cp"]) == 0)))
     X["dp"] = num_gpus // (X["tp"] * X["pp"] * X["cp"])
     per_dp = global_batch // X["dp"]
     if exact_batch:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from companion import checks, roofline
+from companion import checks, hardware, roofline
 
 #: Storage bits per element, scales included, of each scheme's GEMM operands.
 #: fp8_tensor: one FP32 scale per tensor (negligible); fp8_block: DeepSeek-V3's 1x128 tiles
@@ -99,6 +99,12 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
     eff = checks.number("relative_efficiency", relative_efficiency, positive=True, maximum=1)
     fused = checks.boolean("fused", fused)
     g = roofline.resolve_gpu(gpu)
+    if scheme == "mxfp8" and hardware.compute_major(g) < 10:
+        # MX block scales are read by Blackwell's tensor cores; Transformer Engine refuses
+        # MXFP8 below compute capability 10.0 (the estimator's machine.check_fp8_recipe)
+        raise ValueError(f"scheme='mxfp8' needs compute capability 10.0 or higher (Blackwell); "
+                         f"{g.name} is {g.compute_capability or 'not an NVIDIA GPU'}: use "
+                         f"'fp8_tensor' or 'fp8_block'")
     flops = 3 * 2.0 * m * n * k
     bf16_s = flops / g.peak_flops("bf16")
     if scheme == "bf16":

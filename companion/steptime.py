@@ -637,11 +637,28 @@ def stage_layers(layers: int, pp, vpp, uneven: bool = False, embedding_loss: boo
     """Layers on the fullest pipeline stage: layers/pp, or with ``uneven`` stages
     ceil(layers / (pp vpp)) vpp (the last stage takes what is left), or with
     ``embedding_loss`` slots (layers + 2)/pp: the embedding and the loss each fill one layer's
-    slot, so the first and last stages hold one layer fewer."""
+    slot, so the first and last stages hold one layer fewer. Arrays of pp and vpp are the
+    search's, already valid; a single layout is checked here."""
+    if np.ndim(pp) == 0 and np.ndim(vpp) == 0:
+        return _stage_layers_one(layers, pp, vpp, uneven, embedding_loss)
     if embedding_loss:
         return np.where(pp > 1, (layers + 2) // pp, layers)
     if uneven:
         return -(-layers // (pp * vpp)) * vpp
+    return layers // pp
+
+
+def _stage_layers_one(layers, pp, vpp, uneven, embedding_loss) -> int:
+    layers = checks.number("layers", layers, integer=True, positive=True)
+    pp = checks.number("pp", pp, integer=True, positive=True)
+    vpp = checks.number("vpp", vpp, integer=True, positive=True)
+    if embedding_loss and pp > 1:
+        checks.divides("pp * vpp", pp * vpp, "layers + 2 (the embedding and loss slots)",
+                       layers + 2)
+        return (layers + 2) // pp
+    if uneven:  # some virtual stages may be left empty (Megatron's pipeline layouts allow it)
+        return -(-layers // (pp * vpp)) * vpp
+    checks.divides("pp * vpp", pp * vpp, "layers", layers)
     return layers // pp
 
 

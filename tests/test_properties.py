@@ -80,7 +80,7 @@ API = [
     (memory.pipeline_inflight_microbatches, dict(pp=8, vpp=2, num_microbatches=64)),
     (memory.kv_cache_bytes, dict(model="llama3-8b", context_len=8192, batch=4, tp=1)),
     (memory.training_memory, dict(model="gpt3-175b", layout=LAYOUT, gpu="H100",
-                                  reserve_bytes=0.0, fp8_params=False, num_microbatches=4)),
+                                  reserve_bytes=0.0, fp8_params=False, num_microbatches=8)),
     (memory.training_memory, dict(model="gpt3-175b", layout=LAYOUT, capacity_bytes=80e9)),
     (parallel.estimate, dict(model="gpt3-175b", layout=LAYOUT, gpu="H100", num_gpus=8,
                              reserve_bytes=0.0)),

@@ -1,0 +1,118 @@
+"""Bad input found by probing the public functions: each now fails with an error that names the
+parameter and what is allowed, where it used to return a number, a NaN or a bare exception."""
+import numpy as np
+import pytest
+
+from companion import (blockscale, clocks, fabric, machine, memory, moe, parallel, power,
+                       search, speedup)
+from companion.model import Layout, Transformer
+
+
+def test_context_parallelism_needs_two_chunks_per_rank():
+    # Megatron-Core's get_batch_on_this_cp_rank views the sequence as 2 * cp chunks (the
+    # load-balanced causal split), so 2 * cp must divide the sequence length
+    tiny = Transformer("t", 4, 1024, 8, 4096, 50000, 1002)
+    with pytest.raises(ValueError, match=r"2 \* cp=4 must divide seq_len=1002"):
+        parallel.estimate(tiny, Layout(cp=2, global_batch=8), "H100")
+    with pytest.raises(ValueError, match=r"2 \* cp=16384 must divide seq_len=8192"):
+        parallel.estimate("llama3-8b", Layout(cp=8192, global_batch=64), "H100")
+    with pytest.raises(ValueError, match=r"2 \* cp"):
+        memory.training_memory(tiny, Layout(cp=2, global_batch=8), "H100")
+    # cp = 1 needs nothing, and the search offers only splits Megatron can run
+    assert parallel.estimate(tiny, Layout(global_batch=8), "H100").step_time_s > 0
+    found = search.search("llama3-8b", "H100", 64, 64, max_cp=8, top=500)
+    assert (8192 % (2 * found.loc[found["cp"] > 1, "cp"]) == 0).all()
+
+
+def test_interleaved_microbatches_come_in_rounds_of_pp():
+    with pytest.raises(ValueError, match=r"num_microbatches = 1, to be a multiple of pp=8"):
+        memory.pipeline_inflight_microbatches(8, 4, 1)
+    # Korthikanti et al. Eq. 5 with interleaving: pp (1 + (pp - 1) / (pp vpp)) = 4 x 11/8
+    assert memory.pipeline_inflight_microbatches(4, 2, 8) == pytest.approx(5.5)
+    with pytest.raises(ValueError, match="multiple of pp=4"):
+        memory.training_memory("llama3-8b", Layout(pp=4, vpp=2, dp=2), "H100",
+                               num_microbatches=1)
+    with pytest.raises(ValueError, match="num_microbatches=3 contradicts"):
+        memory.training_memory("llama3-8b", Layout(pp=4, dp=2, global_batch=64), "H100",
+                               num_microbatches=3)
+
+
+def test_stage_layers_checks_a_single_layout():
+    with pytest.raises(ValueError, match="pp must be > 0"):
+        parallel.stage_layers(32, 0, 1)
+    with pytest.raises(ValueError, match=r"pp \* vpp=3 must divide layers=32"):
+        parallel.stage_layers(32, 3, 1)
+    with pytest.raises(ValueError, match="layers \\+ 2"):
+        parallel.stage_layers(32, 40, 1, embedding_loss=True)
+    with pytest.raises(ValueError, match="vpp must be > 0"):
+        parallel.stage_layers(32, 4, 0)
+    # Llama 3.1 405B on PP 8 with the embedding and loss in slots: (126 + 2) / 8
+    assert parallel.stage_layers(126, 8, 8, embedding_loss=True) == 16
+    assert parallel.stage_layers(30, 4, 2, uneven=True) == 8  # ceil(30 / 8) x 2
+
+
+def test_mxfp8_speedup_needs_blackwell():
+    # Transformer Engine: "Device compute capability 10.0 or higher required for MXFP8"
+    with pytest.raises(ValueError, match="scheme='mxfp8' needs compute capability 10.0"):
+        speedup.step_speedup(0.7, 4096, 4096, "H100", scheme="mxfp8")
+    assert speedup.step_speedup(0.7, 4096, 4096, "B200", scheme="mxfp8") > 1
+
+
+def test_group_limited_routing_must_reach_top_k():
+    with pytest.raises(ValueError, match="top_k=4 must be <= router_group_topk"):
+        moe.copies_per_token("deepep", 8, 1, 8, 8, 4, groups=4, group_topk=1)
+    with pytest.raises(ValueError, match="groups=3 must divide experts=8"):
+        moe.copies_per_token("alltoall", 8, 1, 8, 8, 2, groups=3)
+    with pytest.raises(TypeError, match="stack must be a companion.machine.Stack"):
+        moe.dispatcher_for("megatron-core")
+    assert moe.dispatcher_for(machine.stack("megatron-core")) in moe.DISPATCHERS
+
+
+def test_block_scaling_refuses_values_float32_cannot_hold():
+    with pytest.raises(ValueError, match="beyond float32's maximum"):
+        blockscale.block_quantize(np.full((1, 32), 1e300), "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="beyond float32's maximum"):
+        blockscale.tensor_quantize(np.array([1e300, 1.0]))
+    with pytest.raises(ValueError, match="amax is inf"):
+        blockscale.nvfp4_global_scale(np.array([np.inf, 1.0]))
+    with pytest.raises(ValueError, match="amax is nan"):
+        blockscale.nvfp4_global_scale(np.array([np.nan, 1.0]))
+    # 448 x 6 / amax: E4M3's max times E2M1's max over the tensor's amax
+    assert blockscale.nvfp4_global_scale(np.array([3.0])) == pytest.approx(896.0)
+    with pytest.raises(ValueError, match="x is empty"):
+        blockscale.sqnr_db(np.array([]), np.array([]))
+    with pytest.raises(ValueError, match="more than history_len=2"):
+        blockscale.DelayedScaling(history_len=2, history=(1000.0, 2.0, 3.0))
+
+
+def test_small_public_helpers_name_their_parameter():
+    with pytest.raises(TypeError, match="calibration must be"):
+        clocks.capped_gemm_flops("H100", 500, cal={})
+    with pytest.raises(TypeError, match="gpus must be a non-empty sequence"):
+        clocks.sustained_table("H100")
+    with pytest.raises(ValueError, match="at least one value"):
+        clocks.cap_table("H100", [])
+    with pytest.raises(ValueError, match="dp_cp must be finite and > 0"):
+        fabric.megatron_default_bucket_params(0)
+    # Megatron's default bucket: max(40M, 1M x dp)
+    assert fabric.megatron_default_bucket_params(64) == 64_000_000
+    with pytest.raises(ValueError, match="layers must be > 0"):
+        memory.check_offload(0, 0, 1, "none")
+    assert power.saving_at_equal_throughput(0.5) == -1.0  # documented: twice the power
+
+
+def test_a_pcie_card_has_no_place_in_an_sxm_system():
+    with pytest.raises(ValueError, match="H100 PCIe is a PCIe"):
+        parallel.estimate("llama3-8b", Layout(tp=8, global_batch=64), "H100 PCIe",
+                          system="DGX H100")
+    # the seed's "B200 in NVL72 racks" stays a what-if of one family
+    assert parallel.estimate("llama3-8b", Layout(tp=8, global_batch=64), "B200",
+                             system="GB200 NVL72").step_time_s > 0
+
+
+def test_the_reserve_can_be_the_largest_part():
+    lay = Layout(tp=8, pp=4, dp=2, global_batch=128)
+    e = parallel.estimate("llama3-70b", lay, "H100", reserve_bytes=1e15)
+    assert "largest part: reserve" in e.reason
+    m = memory.training_memory("llama3-70b", lay, "H100", reserve_bytes=1e15)
+    assert "largest part: reserve" in m.reason
