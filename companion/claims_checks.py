@@ -11,7 +11,8 @@ import numpy as np
 from companion import (calibration, comm, fabric, hardware, memory, model, parallel, power,
                        reliability, roofline, units)
 from companion.claims_core import (B100_FP8_DENSE_FLOPS_THIRD_PARTY, DAY_S, DGX_B200_RACK_UNITS,
-                                   HOUR_S, SEED_13B_H100_DAYS, SEED_13B_H100_GPU_HOURS,
+                                   HOUR_S, SEED_13B_B200_GPU_HOURS, SEED_13B_H100_DAYS,
+                                   SEED_13B_H100_GPU_HOURS,
                                    SEED_175B_SAVING, SEED_GPU_KW, SEED_NODE_KW, SEED_YUAN_PER_KWH,
                                    SHOEYBI_GPUS_PER_SERVER, SHOEYBI_INTER_SERVER_Bps,
                                    SHOEYBI_INTRA_SERVER_Bps, TOKEN_ID_BYTES, Finding, _near, _pct,
@@ -464,8 +465,9 @@ def _cluster_193():
 @_check("b200-energy-54pct-from-assumed-gpu-hours", "energy saving")
 def _energy_54():
     h100, b200 = hardware.gpu("H100"), hardware.gpu("B200")
-    h100_kwh, b200_kwh = SEED_13B_H100_GPU_HOURS * SEED_GPU_KW, 1200 * b200.tdp_w / 1e3
-    speedup = SEED_13B_H100_GPU_HOURS / 1200
+    h100_kwh = SEED_13B_H100_GPU_HOURS * SEED_GPU_KW
+    b200_kwh = SEED_13B_B200_GPU_HOURS * b200.tdp_w / 1e3
+    speedup = SEED_13B_H100_GPU_HOURS / SEED_13B_B200_GPU_HOURS
     fp8 = b200.peak_flops("fp8") / h100.peak_flops("fp8")
     return 0.54, 1 - b200_kwh / h100_kwh, [
         Finding("3,800 GPU-hours x 0.69 kW = 2,622 kWh", f"{h100_kwh:,.0f} kWh", _near(2622, h100_kwh)),

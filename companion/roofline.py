@@ -537,7 +537,7 @@ def gemm_time(m: int, n: int, k: int, gpu, dtype: str = "bf16", precision: str |
 
 
 def seed_ffn_gemm(gpu, dtype: str = "bf16", **kwargs) -> GemmEstimate:
-    """The seeds' 512 x 4096 x 512 "typical FFN" GEMM (claimed 48% MFU on H100, 55% on B200).
+    """The seed's 512 x 4096 x 512 "typical FFN" GEMM (claimed 48% MFU on H100, 55% on B200).
 
     With the H100 SXM datasheet figures (132 SMs, 989.4 TFLOP/s BF16 dense, 3.35 TB/s) it
     has 128 tiles of 128x128 (one wave, 97% of SMs busy) and an intensity of 241 FLOP/byte,

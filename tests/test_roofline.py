@@ -96,7 +96,7 @@ def test_partial_last_wave_costs_time():
 
 
 def test_seed_ffn_gemm_on_h100_and_b200():
-    """The seeds' 512x4096x512 FFN GEMM: 2.1 GFLOP, 8.9 MB in bf16, 241 FLOP/byte."""
+    """The seed's 512x4096x512 FFN GEMM: 2.1 GFLOP, 8.9 MB in bf16, 241 FLOP/byte."""
     h, b = rl.seed_ffn_gemm(H100), rl.seed_ffn_gemm(B200)
     assert h.cost.flops == 2 * 512 * 4096 * 512
     assert h.cost.bytes_moved == 2 * (512 * 512 + 512 * 4096 + 512 * 4096)

@@ -29,7 +29,7 @@ register(Exercise(
 
 register(Exercise(
     id="mem-seed-gemm-intensity", chapter="memory",
-    question="What is the arithmetic intensity of the seeds' 512 x 4096 x 512 BF16 GEMM, with A "
+    question="What is the arithmetic intensity of the seed's 512 x 4096 x 512 BF16 GEMM, with A "
              "and B read once and C written once?",
     answer=lambda: roofline.gemm(*roofline.SEED_FFN_SHAPE, "bf16").intensity,
     why="2mnk FLOPs over 2(mk + kn + mn) bytes.",
@@ -75,7 +75,7 @@ register(Exercise(
 
 register(Exercise(
     id="mem-seed-l2-share", chapter="memory",
-    question="The seeds' 512 x 4096 x 512 BF16 GEMM reads A and B and writes C once. What "
+    question="The seed's 512 x 4096 x 512 BF16 GEMM reads A and B and writes C once. What "
              "fraction of an H100 SXM's 50 MiB L2 (52,428,800 bytes, as deviceQuery reports it) "
              "does that working set fill?",
     answer=lambda: (roofline.gemm(*roofline.SEED_FFN_SHAPE, "bf16").bytes_moved

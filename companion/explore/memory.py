@@ -125,7 +125,7 @@ BURST_LABEL = roofline.BURST_LABEL
 
 
 def seed_gemm_table(gpus=("H100", "B200"), **kwargs) -> pd.DataFrame:
-    """The seeds' 512 x 4096 x 512 GEMM on each GPU: tiles, waves, the HBM roofline (a flushed
+    """The seed's 512 x 4096 x 512 GEMM on each GPU: tiles, waves, the HBM roofline (a flushed
     cache), the cache level (a warm L2 holds the whole working set) and the ideal ceiling."""
     rows = []
     for g in gpus:
