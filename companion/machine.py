@@ -26,6 +26,9 @@ class Cluster:
     source: str = ""
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TypeError(f"name must be a non-empty string (the system's name); got "
+                            f"{self.name!r}")
         checks.number("gpus_per_domain", self.gpus_per_domain, integer=True, minimum=1)
         checks.number("scaleup_Bps", self.scaleup_Bps, positive=True)
         checks.number("scaleout_Bps", self.scaleout_Bps, positive=True)

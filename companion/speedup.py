@@ -88,7 +88,9 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
 
     GEMMs take 2 x tokens x in x out FLOPs each at the GPU's dense peak (the BF16 one, and for
     ``scheme`` its precision's peak times ``relative_efficiency``, the fraction of its peak the
-    low-precision GEMM reaches relative to BF16's). Quantization moves, per operand, its
+    low-precision GEMM reaches relative to BF16's), or, where it takes longer (few tokens), the
+    time HBM needs to read each GEMM's two operands (at the scheme's bits per element) and
+    write its BF16 output: a roofline. Quantization moves, per operand, its
     elements x (2 bytes read + 2 x bits/8 written), plus 2 bytes for an amax pass where the
     scheme has a per-tensor scale (:data:`AMAX_PASS`), at the HBM bandwidth; zero if ``fused``.
     """
@@ -106,11 +108,16 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
                          f"{g.name} is {g.compute_capability or 'not an NVIDIA GPU'}: use "
                          f"'fp8_tensor' or 'fp8_block'")
     flops = 3 * 2.0 * m * n * k
-    bf16_s = flops / g.peak_flops("bf16")
+    elements = m * k + k * n + m * n  # x, w and g
+    # forward, dgrad and wgrad each read two of x, w, g and write the third
+
+    def gemms_s(peak_flops, operand_bytes):
+        return max(flops / peak_flops, elements * (2 * operand_bytes + 2.0) / g.hbm_Bps)
+
+    bf16_s = gemms_s(g.peak_flops("bf16"), 2.0)
     if scheme == "bf16":
         return LinearStep(scheme, g.name, bf16_s, bf16_s, 0.0)
-    lowp_s = flops / (g.peak_flops(PRECISION[scheme]) * eff)
-    elements = m * k + k * n + m * n  # x, w and g
+    lowp_s = gemms_s(g.peak_flops(PRECISION[scheme]) * eff, BITS_PER_ELEMENT[scheme] / 8)
     per_element = 2.0 + 2 * BITS_PER_ELEMENT[scheme] / 8 + (2.0 if scheme in AMAX_PASS else 0)
     quant_s = 0.0 if fused else elements * per_element / g.hbm_Bps
     return LinearStep(scheme, g.name, bf16_s, lowp_s, quant_s)

@@ -680,6 +680,7 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
         raise TypeError(f"moe must be True or False; got {moe!r}")
     step_time_s = checks.number("step_time_s", step_time_s, nonnegative=True)
     g = hardware.gpu(gpu)
+    g.peak_flops(precision)  # a precision the GPU cannot run has no step to band: say so
     lo, hi, basis = _band(g.key, g.family, hardware.precision_name(precision),
                           "MoE" if moe else "dense")
     return step_time_s * lo, step_time_s * hi, basis

@@ -82,6 +82,17 @@ def test_linear_layer_step_on_h100():
         .quantize_s == 0  # numpy booleans are booleans
 
 
+def test_few_tokens_make_the_gemms_memory_bound():
+    # one token: each GEMM reads two of x, w, g and writes the third, at H100's 3.35 TB/s;
+    # the FLOPs alone (2 x 4096 x 16384 per GEMM at 989.4 TFLOP/s) would take 1,000x less
+    k, n = 4096, 4 * 4096
+    elements = k + k * n + n
+    step = speedup.linear_layer_step(1, k, n, "H100", "fp8_tensor")
+    assert math.isclose(step.gemm_bf16_s, elements * (2 * 2 + 2) / 3.35e12, rel_tol=1e-2)
+    assert math.isclose(step.gemm_lowp_s, elements * (2 * 1 + 2) / 3.35e12, rel_tol=1e-2)
+    assert math.isclose(step.gemm_speedup, 6 / 4, rel_tol=1e-9)  # bytes, not FLOPs, set it
+
+
 def test_nvfp4_pays_an_amax_pass_for_its_tensor_scale():
     # NVFP4 scales twice: E4M3 per 16 values and one FP32 per tensor, amax / (6 x 448)
     # (Transformer Engine's NVFP4 recipe), so each operand is read once more for its amax:
