@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 
 from .bench.cli import Parser
@@ -15,6 +16,12 @@ def _env(argv) -> int:
                                 description="Print what this machine is, as a record would.")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args(argv)
+    if args.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():  # as the benchmarks refuse it: no record of a GPU
+            print("python -m companion env: --device cuda needs a visible CUDA GPU; use "
+                  "--device cpu", file=sys.stderr)
+            return 2
     from .bench.record import provenance
     print(json.dumps(provenance(args.device), indent=1, sort_keys=True))
     return 0
@@ -73,13 +80,16 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse's exit, so main() returns a status in every case
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BrokenPipeError:  # piped into head: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _dispatch(argv: list[str]) -> int:
     usage = ("usage: python -m companion {bench,plan,check,env} ...\n\n"
              "  bench {gemm,bandwidth,collectives,power} [--help]\n"
              "                                               run a real kernel benchmark\n"
-             "  plan --model M --gpu G --gpus N --global-batch B [--top K] [--json]\n"
+             "  plan --model M --gpu G --gpus N --global-batch B [--top K] [--explain] [--json]\n"
              "                                               fastest parallel layouts\n"
              "  check [CLAIM_ID ...] [--json] | --exercise ID ANSWER\n"
              "                                               recompute the seeds' claims\n"

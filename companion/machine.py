@@ -175,10 +175,15 @@ class DomainFill:
 
     @property
     def message(self) -> str:
+        gpus = f"{self.num_gpus} GPU" + ("s" if self.num_gpus > 1 else "")
         if self.whole:
-            return (f"{self.num_gpus} GPUs fill {self.domains} whole scale-up domain(s) of "
+            return (f"{gpus} fill {self.domains} whole scale-up domain(s) of "
                     f"{self.gpus_per_domain}")
-        return (f"{self.num_gpus} GPUs do not fill whole scale-up domains of "
+        if self.domains == 1:  # every group stays on the scale-up fabric
+            return (f"{gpus} {'sit' if self.num_gpus > 1 else 'sits'} in one scale-up domain of "
+                    f"{self.gpus_per_domain}, leaving "
+                    f"{self.idle_gpus} of its GPUs idle")
+        return (f"{gpus} do not fill whole scale-up domains of "
                 f"{self.gpus_per_domain}: the last of {self.domains} holds "
                 f"{self.gpus_per_domain - self.idle_gpus} and leaves {self.idle_gpus} idle, and "
                 f"groups the model assumes inside one domain may cross the slower network")

@@ -281,8 +281,11 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
     cells = _Cells(valid.shape, np.nonzero(valid))  # row-major: candidates()' order
     n = len(cells.index[0])
     if n == 0:
+        untried = [k for k, on in (("exact_batch=False", not exact_batch),
+                                   ("uneven_stages=True", uneven_stages)) if not on]
         raise ValueError(f"no layout of {model.name} divides {num_gpus} GPUs and a global batch "
-                         f"of {global_batch} (try exact_batch=False or uneven_stages=True)")
+                         f"of {global_batch}"
+                         + (f" (try {' or '.join(untried)})" if untried else ""))
     # every cell of the grid is priced at once; the invalid ones are dropped after
     mem = memory_arrays(model, g, st, X, reserve_bytes, precision)
     X.update(dense_params=mem["dense_params"], expert_params=mem["expert_params"])
@@ -321,6 +324,8 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
                        cuda_graphs=st.cuda_graphs, precision=precision,
                        flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
                        band_basis=basis, capacity_gb=g.usable_hbm_bytes / 1e9,
+                       capacity_basis="driver-visible HBM" if g.hbm_visible_bytes else
+                       "raw HBM: no driver-visible figure is published",
                        global_batch=global_batch)
     return frame
 
@@ -346,6 +351,17 @@ _PARTS = {"gemm_s": "GEMM", "attention_s": "attention", "elementwise_s": "elemen
 _EXPOSED = tuple(k for k in _PARTS if k not in ("gemm_s", "attention_s", "elementwise_s"))
 
 
+def _layout_text(r, precision: str) -> str:
+    text = layout_text(layout_of(r, precision), full=True)
+    if bool(r.get("embedding_loss_slots", False)):  # Megatron's account_for_embedding/loss
+        text += " +EL"
+    return text
+
+
+def _largest_exposed(r) -> str:
+    return ", ".join(f"{_PARTS[k]} {r[k]:.3g} s" for k in sorted(_EXPOSED, key=lambda k: -r[k])[:2])
+
+
 def compact(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     """The planner's table: one row per distinct price (layouts whose step times agree to
     0.1 ms and memory to 0.1 GB collapse into one, ``same`` counting the others), with the layout
@@ -359,17 +375,13 @@ def compact(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     rows = []
     for i in frame.index[first][:top]:
         r = frame.loc[i]
-        costs = sorted(_EXPOSED, key=lambda k: -r[k])[:2]
         n = int(frame.attrs.get("num_gpus") or r["tp"] * r["pp"] * r["dp"] * r["cp"])
-        text = layout_text(layout_of(r, precision), full=True)
-        if bool(r.get("embedding_loss_slots", False)):  # Megatron's account_for_embedding/loss
-            text += " +EL"
         rows.append({
-            "layout": text,
+            "layout": _layout_text(r, precision),
             "step_s": r["step_time_s"], "low_s": r["step_time_low_s"],
             "high_s": r["step_time_high_s"], "mfu": r["mfu"],
             "tokens_per_s_per_gpu": r["tokens_per_s"] / n, "memory_gb": r["memory_gb"],
-            "largest_exposed": ", ".join(f"{_PARTS[k]} {r[k]:.3g} s" for k in costs),
+            "largest_exposed": _largest_exposed(r),
             "same": int((key == key[i]).sum()) - 1, "global_batch": int(r["global_batch"])})
     table = pd.DataFrame(rows)
     asked = frame.attrs.get("global_batch")
@@ -495,23 +507,30 @@ def main(argv=None) -> int:
         return 2
     frame.attrs["num_gpus"] = gpus
     a = frame.attrs
-    conv = {"bridge": "causal attention as it runs (Megatron-Bridge)",
-            "megatron": "full s x s attention (Megatron-LM, NeMo)", "6n": "6N"}[
-        a["flop_convention"]]
-    mfu_note = (f"MFU = model FLOPs ({conv}) / dense {a['precision'].upper()} peak "
-                f"{a['peak_flops'] / 1e12:,.0f} TFLOP/s per GPU")
+    conv = {"bridge": "causal attention as it runs, Megatron-Bridge's convention",
+            "megatron": "the full s x s attention, Megatron-LM's and NeMo's convention",
+            "6n": "6N per token"}[a["flop_convention"]]
+    mfu_note = (f"MFU (a fraction, 0 to 1) = model FLOPs per GPU-second / dense "
+                f"{a['precision'].upper()} peak {a['peak_flops'] / 1e12:,.0f} TFLOP/s; model FLOPs "
+                f"count {conv}")
     if not fill.whole:
-        print(f"WARNING: {fill.message}.", file=sys.stderr)
+        print(f"{'note' if fill.domains == 1 else 'WARNING'}: {fill.message}.", file=sys.stderr)
     built = hardware.system(args.system).gpu() if args.system else None  # search resolved it
     if built is not None and built.key != hardware.gpu(args.gpu).key:
         print(f"WARNING: a {args.system} is built with {built.name}; {a['gpu']} in it is a "
               f"what-if (the same links and domain, this GPU's compute and memory).",
               file=sys.stderr)
     if args.json:
-        rows = json.loads(frame.head(top).to_json(orient="records"))
-        print(json.dumps({**a, "mfu_convention": mfu_note, "domain_fill": fill.message,
+        head = frame.head(top)
+        rows = json.loads(head.to_json(orient="records"))
+        for row, (_, r) in zip(rows, head.iterrows()):
+            row.update(layout=_layout_text(r, a["precision"]),
+                       tokens_per_s_per_gpu=r["tokens_per_s"] / gpus,
+                       largest_exposed=_largest_exposed(r))
+        print(json.dumps({**a, "reserve_gb": reserve_gb, "mfu_convention": mfu_note,
+                          "domain_fill": fill.message, "part_names": _PARTS,
                           "layouts": rows}, indent=1))
-        return 0
+        return 0 if rows else 1
     kernel = "" if a["attention_kernel"] == "cudnn" else f", {a['attention_kernel']} attention"
     if a["ddp_bucket_params"]:
         kernel += f", gradient buckets of {a['ddp_bucket_params']:,} parameters"
@@ -521,18 +540,20 @@ def main(argv=None) -> int:
         kernel += ", whole-step CUDA graphs"
     print(f"{a['model']} on {gpus} x {a['gpu']} ({a['cluster']}, {a['stack']}{kernel}, "
           f"{a['precision']}): {a['feasible']} of {a['candidates']} layouts fit in "
-          f"{a['capacity_gb']:.1f} GB per GPU (its driver-visible HBM, or the raw HBM where none "
-          f"is published; "
+          f"{a['capacity_gb']:.1f} GB per GPU ({a['capacity_basis']}; "
           + (f"{reserve_gb:g} GB of it reserved (--reserve-gb))" if reserve_gb else
              "nothing reserved for the allocator or NCCL: --reserve-gb)"))
     if frame.empty:
         print("no layout fits in memory")
         return 1
     table = compact(frame, top)
+    table["tokens_per_s_per_gpu"] = table["tokens_per_s_per_gpu"].round().astype(int)
     with pd.option_context("display.width", 220, "display.max_columns", 30,
                            "display.max_colwidth", 60):
-        print(table.round({"step_s": 3, "low_s": 3, "high_s": 3, "mfu": 3,
-                           "tokens_per_s_per_gpu": 0, "memory_gb": 1}).to_string(index=False))
+        width = int(table["layout"].str.len().max())  # layouts read left to right
+        print(table.round({"step_s": 3, "low_s": 3, "high_s": 3, "mfu": 3, "memory_gb": 1})
+              .to_string(index=False,
+                         formatters={"layout": lambda s: s.ljust(width)}))
     print(mfu_note + ".")
     print(f"Step band (low_s-high_s): {a['band_basis']}.")
     below = (table["step_s"] < table["low_s"]).any()
@@ -541,9 +562,11 @@ def main(argv=None) -> int:
               f"published runs ran {'slower' if below else 'faster'} than priced, so step_s "
               f"lies {'below' if below else 'above'} its band; read the band as the expected "
               f"measurement.")
-    print("layout: TP PP [VPP] DP [CP] [EP] mb<microbatch> [SP: sequence parallel] "
-          "<recompute: none, sel(ective), full or moe> ZeRO<stage>; +EL: the embedding and the "
-          "loss take a layer's pipeline slot each.")
+    print("layout: TP PP VPP DP CP EP mb<microbatch>, SP when sequence parallelism is on, then "
+          "the recomputation (none, sel(ective), full or moe) and ZeRO<stage>; +EL: the "
+          "embedding and the loss take a layer's pipeline slot each.")
+    if reserve_gb:
+        print(f"memory_gb includes the {reserve_gb:g} GB reserve.")
     if "global_batch" in table:
         print(f"global_batch: the batch each layout runs, rounded down from {a['global_batch']} "
               f"to a multiple of its data-parallel size (--round-batch).")
@@ -551,13 +574,17 @@ def main(argv=None) -> int:
           "not shown (--json lists layouts one by one).")
     if args.explain:
         best = frame.iloc[0]
-        print(f"\nBest layout, {layout_text(layout_of(best, a['precision']), full=True)}: "
+        print(f"\nBest layout, {_layout_text(best, a['precision'])}: "
               f"{best['step_time_s']:.3f} s per step")
         print("  (communication rows are what the step waits for, after overlap; --json has "
               "each collective's whole time as tp_comm_s, cp_comm_s, dp_comm_s, ep_comm_s)")
         for k, name in _PARTS.items():
             print(f"  {name:<17} {best[k]:10.4f} s  {100 * best[k] / best['step_time_s']:5.1f}%")
         print(f"  {'HFU':<17} {best['hfu']:10.3f}    (executed FLOPs, recompute included)")
+        print("  kernel gaps: launch gaps between kernels; MoE host sync: the GPU idle at the "
+              "dispatcher's host syncs; EP host floor: host time under the expert overlap; "
+              "overlap slowdown: compute slowed by the collectives it hides; PP sends: exposed "
+              "pipeline sends; bubble: pipeline fill and drain.")
     return 0
 
 

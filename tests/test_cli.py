@@ -24,10 +24,16 @@ def test_plan_prints_layouts_and_json(capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "gpt3-175b on 256 x H100" in out and "step_s" in out
-    assert "Step band" in out and "cross-validated" in out and "MFU = model FLOPs" in out
+    assert "Step band" in out and "cross-validated" in out and "MFU (a fraction" in out
     assert main(argv + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "cross-validated" in data["band_basis"] and "peak" in data["mfu_convention"]
+    # --json keeps what the table shows: the layout string, per-GPU tokens/s, the largest costs
+    first = data["layouts"][0]
+    assert first["layout"].startswith(f"TP{first['tp']} PP{first['pp']}")
+    assert first["tokens_per_s_per_gpu"] * 256 == pytest.approx(first["tokens_per_s"])
+    assert first["largest_exposed"] and data["reserve_gb"] == 0
+    assert data["part_names"]["launch_s"] == "kernel gaps"
     assert len(data["layouts"]) == 2 and data["layouts"][0]["tp"] * data["layouts"][0]["pp"] \
         * data["layouts"][0]["dp"] * data["layouts"][0]["cp"] == 256
     assert main(["plan", "--model", "gpt3-175b", "--gpu", "H10", "--gpus", "8",
@@ -224,7 +230,7 @@ def test_plan_says_what_its_columns_assume(capsys):
             "--global-batch", "288", "--precision", "FP8", "--top", "2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "fit in 199.7 GB per GPU" in out and "layout: TP PP [VPP]" in out
+    assert "fit in 199.7 GB per GPU (raw HBM" in out and "layout: TP PP VPP" in out
     # GB200's FP8 dense runs measured slower than priced: the band sits above the estimate
     assert "step_s lies below its band" in out
     assert main(["plan", "--model", "gpt3-175b", "--gpu", "B200", "--system", "GB200 NVL72",

@@ -116,3 +116,33 @@ def test_the_reserve_can_be_the_largest_part():
     assert "largest part: reserve" in e.reason
     m = memory.training_memory("llama3-70b", lay, "H100", reserve_bytes=1e15)
     assert "largest part: reserve" in m.reason
+
+
+def test_the_planner_says_what_it_means(capsys):
+    from companion.__main__ import main
+    # one GPU sits in one 8-GPU node: nothing can cross the network, so a note, not a warning
+    assert main(["plan", "--model", "llama3-8b", "--gpu", "B200", "--gpus", "1",
+                 "--global-batch", "8", "--top", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 GPU sits in one scale-up domain of 8" in err and "WARNING" not in err
+    # nothing fits: the same exit status with --json as without
+    argv = ["plan", "--model", "llama3-405b", "--gpu", "H100", "--gpus", "8", "--global-batch",
+            "16"]
+    assert main(argv) == 1 and main(argv + ["--json"]) == 1
+    capsys.readouterr()
+    # a hint names only flags not yet given
+    assert main(["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "100",
+                 "--global-batch", "128", "--uneven-stages"]) == 2
+    err = capsys.readouterr().err
+    assert "--round-batch" in err and "--uneven-stages" not in err
+    # --explain names the layout the table shows, +EL included
+    assert main(["plan", "--model", "llama3-405b", "--gpu", "H100", "--gpus", "1024",
+                 "--global-batch", "512", "--embedding-loss-slots", "--top", "1",
+                 "--explain"]) == 0
+    out = capsys.readouterr().out
+    best = [line for line in out.splitlines() if line.startswith("Best layout")][0]
+    assert "+EL" in best and "overlap slowdown: compute slowed" in out
+    # env refuses a GPU record on a machine without one, as the benchmarks do
+    import torch
+    if not torch.cuda.is_available():
+        assert main(["env", "--device", "cuda"]) == 2

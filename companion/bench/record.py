@@ -48,12 +48,19 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _program() -> str:
+    """How this process was started, as a command one can type again: ``python -m pkg`` for a
+    package's ``__main__.py``, else the script's name."""
+    path = Path(sys.argv[0])
+    return f"python -m {path.parent.name}" if path.name == "__main__.py" else path.name
+
+
 def provenance(device: str = "cpu") -> dict:
     """Where and with what a measurement ran. ``device`` is ``"cpu"`` or ``"cuda"``."""
     import numpy
     info = {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "",
+        "command": " ".join([_program(), *sys.argv[1:]]) if sys.argv else "",
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),
