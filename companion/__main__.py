@@ -66,10 +66,14 @@ def _check(argv) -> int:
         for r in rows:
             mark = ("" if r["agree"] else f"  (catalogue says {r['catalogue']})") + (
                 "" if r["recomputed"] else "  (no number to recompute: the catalogue's verdict)")
-            print(f"{r['id']:<{width}}  {r['verdict']:<14}{mark}")
+            print(f"{r['id']:<{width}}  {r['verdict']}{mark}")
+            # what was recomputed, or why the verdict stands without a number
+            why = r["detail"] if r["recomputed"] else claims.claim(r["id"])["why"]
+            print(f"  {why}")
         done = sum(r["recomputed"] for r in rows)
-        print(f"{done} claims recomputed; {sum(not r['agree'] for r in rows)} disagree with the "
-              f"catalogue" + (f"; {len(rows) - done} not checkable" if done < len(rows) else ""))
+        print(f"{done} claim{'' if done == 1 else 's'} recomputed; "
+              f"{sum(not r['agree'] for r in rows)} disagree with the catalogue"
+              + (f"; {len(rows) - done} not checkable" if done < len(rows) else ""))
     return 0 if all(r["agree"] for r in rows) else 1
 
 

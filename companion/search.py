@@ -521,6 +521,9 @@ def main(argv=None) -> int:
               f"what-if (the same links and domain, this GPU's compute and memory).",
               file=sys.stderr)
     if args.json:
+        if args.explain:
+            print("note: --explain prints nothing more with --json: every layout's parts are in "
+                  "the JSON already", file=sys.stderr)
         head = frame.head(top)
         rows = json.loads(head.to_json(orient="records"))
         for row, (_, r) in zip(rows, head.iterrows()):
