@@ -306,6 +306,13 @@ def compute_major(spec) -> int:
     return int(major) if major.isdigit() else 0
 
 
+def runs_mx(spec) -> bool:
+    """Whether a GPU's tensor cores read MX block scales (MXFP8, MXFP4): compute capability 10.0
+    or higher. Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or
+    higher required for MXFP8 execution"."""
+    return compute_major(spec) >= 10
+
+
 def gpu(name):
     """The GPU called ``name`` (forgiving: ``"H100"``, ``"h100-sxm"``, ``"GB200"``, ``"MI300X"``).
 

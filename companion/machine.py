@@ -242,9 +242,7 @@ def _resolve(gpu, system, software):
 def check_fp8_recipe(g, st: Stack, precision: str) -> None:
     """Refuse a stack's FP8 recipe on a GPU that cannot run it, where the step runs FP8 GEMMs
     (a BF16 step on the same stack never scales anything to FP8)."""
-    if precision == "fp8" and st.fp8_scaling == "mxfp8" and hardware.compute_major(g) < 10:
-        # Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or
-        # higher required for MXFP8 execution"
+    if precision == "fp8" and st.fp8_scaling == "mxfp8" and not hardware.runs_mx(g):
         raise ValueError(f"software={st.name!r} runs MXFP8 block scaling, which needs compute "
                          f"capability 10.0 or higher (Blackwell); {g.name} is "
                          f"{g.compute_capability or 'not an NVIDIA GPU'}: use 'megatron-bridge' "

@@ -118,8 +118,8 @@ class Transformer:
             moe.check_router_groups(self.router_groups, top, self.experts, self.top_k)
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers={self.dense_layers} must be <= layers={self.layers}")
-        if self.experts == 1 and (self.shared_experts or self.dense_layers or self.expert_ffn_hidden
-                                  not in (None, self.ffn_hidden)):
+        expert_width = self.expert_ffn_hidden not in (None, self.ffn_hidden)
+        if self.experts == 1 and (self.shared_experts or self.dense_layers or expert_width):
             raise ValueError("shared_experts, dense_layers and expert_ffn_hidden apply only to "
                              f"MoE models (experts > 1); got experts={self.experts}")
 

@@ -101,9 +101,7 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
     eff = checks.number("relative_efficiency", relative_efficiency, positive=True, maximum=1)
     fused = checks.boolean("fused", fused)
     g = roofline.resolve_gpu(gpu)
-    if scheme == "mxfp8" and hardware.compute_major(g) < 10:
-        # MX block scales are read by Blackwell's tensor cores; Transformer Engine refuses
-        # MXFP8 below compute capability 10.0 (the estimator's machine.check_fp8_recipe)
+    if scheme == "mxfp8" and not hardware.runs_mx(g):
         raise ValueError(f"scheme='mxfp8' needs compute capability 10.0 or higher (Blackwell); "
                          f"{g.name} is {g.compute_capability or 'not an NVIDIA GPU'}: use "
                          f"'fp8_tensor' or 'fp8_block'")

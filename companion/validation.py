@@ -671,8 +671,8 @@ def band(gpu, precision: str, step_time_s: float, moe: bool = False
     (dense, or mixture-of-experts when ``moe``) and precision, on this GPU where it has 10+
     such runs (their 10th-90th percentile: the GPUs of one generation are not priced equally
     well; measured over predicted, GB300's runs sit below GB200's), else on its GPU generation
-    (the 10th-90th percentile with 10+ runs, min-max with 3-9). A family with fewer than 3 runs, or with runs of one
-    publication only, borrows its generation's runs of the same family, then of both; a
+    (the 10th-90th percentile with 10+ runs, min-max with 3-9). A family with fewer than 3
+    runs, or with runs of one publication only, borrows its generation's runs of the same family, then of both; a
     generation with none gets every run's widest error doubled, and the basis says so. Read from the pinned
     ``data/validation_bands.csv`` (:func:`~companion.validation.band_table`), so the first
     call costs no cross-validation."""
