@@ -10,17 +10,28 @@ import numpy as np
 
 from companion import checks, moe
 from companion.calibration import DEFAULT, Calibration, checked
-from companion.machine import Stack, check_fp8_recipe, resolve
+from companion.machine import Stack, check_fp8_recipe, resolve, stack
 from companion.memory import check_offload
-from companion.model import (STEP_PRECISIONS, Layout, Transformer, check_layout, preset,
-                             presets)
+from companion.model import (STEP_PRECISIONS, Layout, Transformer, as_transformer, check_layout,
+                             preset, presets)
 from companion.steptime import (RECOMPUTE_CODE, check_split, derived_arrays, memory_arrays,
                                 stage_layers, step_arrays)
 
 
 def layout_arrays(model: Transformer, layout: Layout, st: Stack, uneven: bool = False,
                   embedding_loss: bool = False) -> dict:
-    """One :class:`~companion.model.Layout` as the length-1 arrays :func:`~companion.steptime.step_arrays` takes."""
+    """One :class:`~companion.model.Layout` as the length-1 arrays :func:`~companion.steptime.step_arrays` takes.
+    ``st`` is a :class:`~companion.machine.Stack` or a stack name."""
+    model = as_transformer("model", model)
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a companion.model.Layout; got {type(layout).__name__}")
+    if layout.global_batch is None:
+        raise ValueError("layout.global_batch is needed: the step's microbatch count comes "
+                         "from it")
+    st = stack(st) if isinstance(st, str) else st
+    if not isinstance(st, Stack):
+        raise TypeError(f"st must be a companion.machine.Stack or a stack name; got "
+                        f"{type(st).__name__}")
     zero = 1 if layout.distributed_optimizer else layout.zero_stage
     vals = dict(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
                 vpp=layout.vpp, mb=layout.microbatch, m=layout.num_microbatches,

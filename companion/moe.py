@@ -504,6 +504,8 @@ def layout_arrays(layout) -> dict:
     """A :class:`~companion.model.Layout`'s MoE fields as the length-1 arrays
     :func:`companion.steptime.step_arrays` reads: ``etp``, ``fp8_dispatch`` (0/1) and
     ``skew``. Rows without them (the search's) take ETP = TP, BF16 and balanced routing."""
+    if not all(hasattr(layout, a) for a in ("expert_tp", "dispatch_precision", "routing_skew")):
+        raise TypeError(f"layout must be a companion.model.Layout; got {type(layout).__name__}")
     return {"etp": np.array([layout.expert_tp], dtype=np.int64),
             "fp8_dispatch": np.array([int(layout.dispatch_precision == "fp8")], dtype=np.int64),
             "skew": np.array([float(layout.routing_skew)])}

@@ -112,8 +112,17 @@ def pipeline_split(row) -> dict:
     return {"uneven_stages": True} if L % (pp * vpp) else {}
 
 
+def _row_fields(row, fields) -> None:
+    """Raise TypeError unless ``row`` is a mapping with ``fields`` (a row of published_runs)."""
+    if not hasattr(row, "keys") or any(f not in row.keys() for f in fields):
+        raise TypeError(f"row must be a row of published_runs() (a pandas Series with "
+                        f"{', '.join(fields)}); got {type(row).__name__}")
+
+
 def run_layout(row) -> Layout:
     """The :class:`~companion.model.Layout` of one row of :func:`published_runs`."""
+    _row_fields(row, ("tp", "pp", "dp", "cp", "ep", "vpp", "microbatch", "global_batch",
+                      "sequence_parallel", "recompute", "precision"))
     return Layout(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
                   ep=int(row["ep"]), vpp=int(row["vpp"]), microbatch=int(row["microbatch"]),
                   global_batch=int(row["global_batch"]),
@@ -308,6 +317,7 @@ def role(row) -> str:
     :data:`companion.validation.MOE_FITTING`), ``check`` for Narayanan et al.
     2021, Table 1 (predicted with the fitted constant), ``held out`` for the rest (no
     constant was set on them)."""
+    _row_fields(row, ("held_out", "run_id"))
     if bool(row["held_out"]):
         return "held out"
     rid = str(row["run_id"])

@@ -146,3 +146,20 @@ def test_the_planner_says_what_it_means(capsys):
     import torch
     if not torch.cuda.is_available():
         assert main(["env", "--device", "cuda"]) == 2
+
+
+def test_array_builders_and_row_readers_name_what_they_want():
+    from companion.model import preset
+    llama = preset("llama3-8b")
+    with pytest.raises(TypeError, match="layout must be a companion.model.Layout"):
+        moe.layout_arrays(None)
+    with pytest.raises(TypeError, match="st must be a companion.machine.Stack"):
+        parallel.layout_arrays(llama, Layout(tp=8, global_batch=8), 3)
+    with pytest.raises(ValueError, match="layout.global_batch is needed"):
+        parallel.layout_arrays(llama, Layout(tp=8), "megatron-core")
+    # a stack name works as estimate takes one
+    assert parallel.layout_arrays(llama, Layout(tp=8, global_batch=8), "megatron-core")["tp"][0] == 8
+    with pytest.raises(TypeError, match="row must be a row of published_runs"):
+        parallel.run_layout({})
+    with pytest.raises(TypeError, match="row must be a row of published_runs"):
+        parallel.role({})

@@ -199,6 +199,10 @@ def _benchmark(args) -> int:
               f"{r['algbw_Bps'] / 1e9:>13.3f} {r['busbw_Bps'] / 1e9:>13.3f}")
     print(f"fit: alpha = {fit.alpha_s * 1e6:.1f} us, beta = {fit.beta_s_per_byte * 1e9:.4f} ns/B "
           f"({fit.bandwidth_Bps / 1e9:.2f} GB/s), R^2 = {fit.r2:.4f} (on {args.fit_on} times)")
+    print("  (1/beta is the rate a large message approaches once alpha is paid, not a busbw: "
+          "the table's times include alpha" + ("" if args.fit_on == "median" else
+                                                 f" and are medians, the fit's {args.fit_on}s")
+          + ")")
     if args.save:
         from companion.bench.record import provenance, write_record
         meta = provenance("cuda" if backend == "nccl" else "cpu")
