@@ -63,6 +63,9 @@ LLAMA3_405B = PublishedInterruptions(
     "interruptions to Llama 3 training run' https://www.datacenterdynamics.com/en/news/meta-report-"
     "details-hundreds-of-gpu-and-hbm3-related-interruptions-to-llama-3-training-run")
 
+#: "More than 90% effective training time" over the same snapshot (the paper, Section 3.3.4).
+LLAMA3_EFFECTIVE_TRAINING_FRACTION = 0.90
+
 #: Meta's Tectonic storage for Llama 3: 2 TB/s sustained, 7 TB/s peak (paper, Section 3.1.2).
 LLAMA3_STORAGE_SUSTAINED_BPS = 2e12
 LLAMA3_STORAGE_PEAK_BPS = 7e12
@@ -291,7 +294,7 @@ def input_Bps(achieved_flops: float, model, bytes_per_token: float = 4.0) -> flo
     return tokens_per_s(achieved_flops, model) * _pos("bytes_per_token", bytes_per_token)
 
 
-__all__ = ["PublishedInterruptions", "LLAMA3_405B", "CheckpointPlan", "mtbf_from_count",
+__all__ = ["PublishedInterruptions", "LLAMA3_405B", "LLAMA3_EFFECTIVE_TRAINING_FRACTION", "CheckpointPlan", "mtbf_from_count",
            "job_mtbf_s", "young_interval_s", "daly_interval_s", "expected_wall_s", "goodput",
            "goodput_first_order", "plan", "simulate_wall_s", "checkpoint_bytes", "write_time_s",
            "storage_Bps_for", "tokens_per_s", "input_Bps", "HOUR_S", "DAY_S"]
