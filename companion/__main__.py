@@ -71,8 +71,9 @@ def _check(argv) -> int:
             why = r["detail"] if r["recomputed"] else claims.claim(r["id"])["why"]
             print(f"  {why}")
         done = sum(r["recomputed"] for r in rows)
+        differ = sum(not r["agree"] for r in rows)
         print(f"{done} claim{'' if done == 1 else 's'} recomputed; "
-              f"{sum(not r['agree'] for r in rows)} disagree with the catalogue"
+              f"{differ} {'disagrees' if differ == 1 else 'disagree'} with the catalogue"
               + (f"; {len(rows) - done} not checkable" if done < len(rows) else ""))
     return 0 if all(r["agree"] for r in rows) else 1
 

@@ -96,7 +96,8 @@ def _nonempty(xw, what):
 def _f32(ops, xw):
     """``xw`` in float32, the precision the recipes scale in. A finite value beyond float32's
     range would become inf there and turn its block's scale to NaN, so it is refused."""
-    if ops.any(ops.isfinite(xw) & (ops.abs(xw) > _FP32_MAX)):
+    wide = (xw.element_size() if ops.is_torch else xw.dtype.itemsize) > 4  # float64 only
+    if wide and ops.any(ops.isfinite(xw) & (ops.abs(xw) > _FP32_MAX)):
         raise ValueError(f"x holds finite values beyond float32's maximum ({_FP32_MAX:.4g}), "
                          f"which the float32 scaling recipes cannot represent")
     return ops.f32(xw)

@@ -32,7 +32,10 @@ def sustained_gemm_flops(gpu, precision: str = "bf16",
     """Dense FLOP/s a large GEMM sustains inside a training step at the GPU's own power limit,
     before tile and wave quantization: datasheet peak x published burst fraction (MAMF) x
     ``gemm_in_training`` x :func:`~companion.calibration.sustained_fraction`."""
-    cal = calibration.DEFAULT if cal is None else calibration.checked(cal)
+    if cal is not None and not isinstance(cal, calibration.Calibration):
+        raise TypeError(f"cal must be a companion.calibration.Calibration (e.g. "
+                        f"calibration.DEFAULT); got {type(cal).__name__}")
+    cal = calibration.DEFAULT if cal is None else cal
     g = hardware.gpu(gpu) if not isinstance(gpu, hardware.GPU) else gpu
     p = hardware.precision_name(precision)
     return (g.peak_flops(p) * calibration.gemm_peak_fraction(g, p) * cal.gemm_in_training
@@ -74,8 +77,11 @@ def sustained_table(gpus=("H100", "H200", "B200", "GB200", "B300", "GB300"),
                     precision: str = "bf16") -> pd.DataFrame:
     """Per GPU: TDP, datasheet dense peak, burst (MAMF) and sustained rates in TFLOP/s, and
     where the sustained factor comes from."""
-    if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__") or not len(gpus):
-        raise TypeError(f"gpus must be a non-empty sequence of GPU names; got {gpus!r:.40}")
+    if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__"):
+        raise TypeError(f"gpus must be a sequence of GPU names; got {gpus!r:.40}")
+    gpus = list(gpus)
+    if not gpus:
+        raise ValueError("gpus must name at least one GPU")
     rows = []
     for name in gpus:
         g = hardware.gpu(name)

@@ -11,7 +11,7 @@ import numpy as np
 from companion import checks, moe
 from companion.calibration import DEFAULT, Calibration, checked
 from companion.machine import Stack, check_fp8_recipe, resolve, stack
-from companion.memory import check_offload
+from companion.memory import check_offload, fit_reason
 from companion.model import (STEP_PRECISIONS, Layout, Transformer, as_transformer, check_layout,
                              preset, presets)
 from companion.steptime import (RECOMPUTE_CODE, check_split, derived_arrays, memory_arrays,
@@ -116,16 +116,6 @@ class Estimate:
         return {k: getattr(self, k) for k in keys}
 
 
-def _reason(mem, capacity):
-    if mem["fits"]:
-        return f"fits: {mem['memory_bytes'] / 1e9:.1f} GB of {capacity / 1e9:.1f} GB"
-    parts = {k: mem[k + "_bytes"] for k in ("weights", "grads", "optimizer", "activations")}
-    parts["reserve"] = mem["memory_bytes"] - sum(parts.values())  # what the caller set aside
-    big = max(parts, key=parts.get)
-    return (f"does not fit: needs {mem['memory_bytes'] / 1e9:.1f} GB > {capacity / 1e9:.1f} GB "
-            f"(largest part: {big}, {parts[big] / 1e9:.1f} GB)")
-
-
 def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, *,
              software="megatron-core", calibration: Calibration = DEFAULT,
              uneven_stages: bool = False, embedding_loss_slots: bool = False,
@@ -194,7 +184,10 @@ def price(model, layout: Layout, gpu, num_gpus: int | None = None, system=None, 
     fits = bool(mem["fits"][0])
     return Estimate(model.name, g.name, cl.name, st.name, layout, num_gpus, **one, **memf,
                     capacity_bytes=g.usable_hbm_bytes, fits=fits,
-                    reason=_reason({**memf, "fits": fits}, g.usable_hbm_bytes),
+                    reason=fit_reason(memf["memory_bytes"], g.usable_hbm_bytes,
+                                      *(memf[k + "_bytes"] for k in
+                                        ("weights", "grads", "optimizer", "activations")),
+                                      reserve_bytes),
                     flop_convention=flop_convention,
                     peak_flops=g.peak_flops(layout.precision))
 

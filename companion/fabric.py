@@ -379,7 +379,7 @@ def megatron_default_bucket_params(dp_cp):
     ``distributed_data_parallel_config.py``). Megatron-Core's ``DistributedDataParallel`` on
     its own uses its data-parallel group, without CP. Arrays in, arrays out."""
     dp_cp = checks.real_array("dp_cp", dp_cp, positive=True)
-    return np.maximum(40_000_000, 1_000_000 * dp_cp)
+    return np.maximum(40_000_000, 1_000_000 * dp_cp).astype(np.int64)
 
 
 def megatron_bucket_count(params, bucket_params):

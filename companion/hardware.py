@@ -307,10 +307,13 @@ def compute_major(spec) -> int:
 
 
 def runs_mx(spec) -> bool:
-    """Whether a GPU's tensor cores read MX block scales (MXFP8, MXFP4): compute capability 10.0
-    or higher. Transformer Engine's check_mxfp8_support: "Device compute capability 10.0 or
-    higher required for MXFP8 execution"."""
-    return compute_major(spec) >= 10
+    """Whether a GPU's matrix units read MX block scales (MXFP8, MXFP4). NVIDIA: compute
+    capability 10.0 or higher (Transformer Engine's check_mxfp8_support: "Device compute
+    capability 10.0 or higher required for MXFP8 execution"). AMD: gfx950 (CDNA 4), whose
+    scaled MFMA instructions take E8M0 block exponents ("Scaled MFMA (gfx950 only)",
+    ROCm/aiter op_tests/opus/device/test_mfma_scale.h)."""
+    cc = str(getattr(spec, "compute_capability", "") or "")
+    return cc == "gfx950" if cc.startswith("gfx") else compute_major(spec) >= 10
 
 
 def gpu(name):

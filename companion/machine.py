@@ -177,7 +177,8 @@ class DomainFill:
     def message(self) -> str:
         gpus = f"{self.num_gpus} GPU" + ("s" if self.num_gpus > 1 else "")
         if self.whole:
-            return (f"{gpus} fill {self.domains} whole scale-up domain(s) of "
+            return (f"{gpus} {'fill' if self.num_gpus > 1 else 'fills'} {self.domains} whole "
+                    f"scale-up domain(s) of "
                     f"{self.gpus_per_domain}")
         if self.domains == 1:  # every group stays on the scale-up fabric
             return (f"{gpus} {'sit' if self.num_gpus > 1 else 'sits'} in one scale-up domain of "

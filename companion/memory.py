@@ -396,17 +396,26 @@ def training_memory(model: Transformer, layout: Layout, gpu=None, *,
         "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"))
     if capacity_bytes is None:
         fits, reason = True, "no GPU or capacity given: fit not checked"
-    elif total <= capacity_bytes:
-        fits, reason = True, f"fits: {total / 1e9:.1f} GB of {capacity_bytes / 1e9:.1f} GB"
     else:
-        parts = {"weights": weights, "gradients": grads, "optimizer state": optimizer,
-                 "activations": acts, "reserve": float(reserve_bytes)}
-        big = max(parts, key=parts.get)
-        fits, reason = False, (f"does not fit: needs {total / 1e9:.1f} GB > "
-                               f"{capacity_bytes / 1e9:.1f} GB (largest part: {big}, "
-                               f"{parts[big] / 1e9:.1f} GB)")
+        fits = total <= capacity_bytes
+        reason = fit_reason(total, capacity_bytes, weights, grads, optimizer, acts,
+                            float(reserve_bytes))
     return TrainingMemory(weights, grads, optimizer, acts, float(reserve_bytes), total,
                           capacity_bytes, fits, reason)
+
+
+def fit_reason(total_bytes, capacity_bytes, weights_bytes, grads_bytes, optimizer_bytes,
+               activations_bytes, reserve_bytes) -> str:
+    """Whether ``total_bytes`` fit in ``capacity_bytes``, in words; when they do not, the largest
+    of the parts (the reserve counted as what the caller set aside)."""
+    if total_bytes <= capacity_bytes:
+        return f"fits: {total_bytes / 1e9:.1f} GB of {capacity_bytes / 1e9:.1f} GB"
+    parts = {"weights": weights_bytes, "gradients": grads_bytes,
+             "optimizer state": optimizer_bytes, "activations": activations_bytes,
+             "reserve": reserve_bytes}
+    big = max(parts, key=parts.get)
+    return (f"does not fit: needs {total_bytes / 1e9:.1f} GB > {capacity_bytes / 1e9:.1f} GB "
+            f"(largest part: {big}, {parts[big] / 1e9:.1f} GB)")
 
 
 def training_memory_arrays(model: Transformer, *, tp, pp, dp, cp, ep, vpp, microbatch,
@@ -568,7 +577,7 @@ def decode_step(model: Transformer, batch: int, context_len: int, gpu, tp: int =
                           "memory" if memory_s >= compute_s else "compute")
 
 
-__all__ = ["check_offload", "StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_param",
+__all__ = ["check_offload", "fit_reason", "StateBytes", "model_state_bytes_per_param", "megatron_bytes_per_param",
            "activations_per_layer_bytes", "pipeline_inflight_microbatches", "ParamSplit",
            "params_per_gpu", "TrainingMemory", "training_memory", "kv_heads_per_gpu",
            "kv_cache_bytes", "DecodeEstimate", "decode_step", "state_bytes_arrays",

@@ -200,19 +200,20 @@ def _check_pattern(size, stride, domain_gpus, world) -> None:
                          f"group-domain cells, more than the {MAX_PATTERN_CELLS:,} counted")
 
 
-def check_router_groups(groups, group_topk, experts=None, top_k=None) -> None:
+def check_router_groups(groups, group_topk, experts=None, top_k=None,
+                        names=("router_groups", "router_group_topk")) -> None:
     """Raise ValueError unless ``group_topk`` of ``groups`` expert groups has at most
     :data:`MAX_ROUTER_SUBSETS` choices (they are enumerated) and, given ``experts`` and
     ``top_k``, the groups split the experts evenly and the chosen groups hold ``top_k``."""
+    g_name, k_name = names  # the caller's parameter names
     if experts is not None:
-        checks.divides("router_groups", groups, "experts", experts)
+        checks.divides(g_name, groups, "experts", experts)
         reach = int(group_topk) * experts // int(groups)
         if top_k is not None and top_k > reach:
-            raise ValueError(f"top_k={top_k} must be <= router_group_topk x experts / "
-                             f"router_groups = {reach}")
+            raise ValueError(f"top_k={top_k} must be <= {k_name} x experts / {g_name} = {reach}")
     n = math.comb(int(groups), int(group_topk))
     if n > MAX_ROUTER_SUBSETS:
-        raise ValueError(f"router_group_topk={group_topk} of router_groups={groups} gives "
+        raise ValueError(f"{k_name}={group_topk} of {g_name}={groups} gives "
                          f"{n:,} group choices; at most {MAX_ROUTER_SUBSETS:,} are enumerated "
                          f"(DeepSeek-V3: 4 of 8, 70)")
 
@@ -319,10 +320,11 @@ def copies_per_token(dispatcher: str, size: int, stride: int, domain_gpus: int,
     checks.number("groups", groups, integer=True, minimum=1)
     if max_domains is not None:
         checks.number("max_domains", max_domains, integer=True, minimum=1)
-    checks.divides("groups", groups, "experts", experts)
-    if group_topk is not None:
+    if group_topk is None:
+        checks.divides("groups", groups, "experts", experts)
+    else:
         checks.number("group_topk", group_topk, integer=True, minimum=1, maximum=groups)
-        check_router_groups(groups, group_topk, experts, top_k)
+        check_router_groups(groups, group_topk, experts, top_k, ("groups", "group_topk"))
     n = size
     if n == 1:
         return 0.0, 0.0

@@ -10,7 +10,8 @@ A datasheet doubles the peak from BF16 to FP8 and again to FP4. A training step 
 3. The low-precision GEMM may reach a smaller fraction of its peak than the BF16 one does.
 
 :func:`linear_layer_step` prices one linear layer's training step (forward, dgrad and wgrad
-GEMMs) on a GPU from the registry: GEMM time on the compute roof, quantization time on the
+GEMMs) on a GPU from the registry: GEMM time on a roofline (the compute roof, or the memory
+roof when few tokens leave the operands' bytes the larger cost), quantization time on the
 memory roof. Each of the three operands (input x, weight w, output gradient g) is read once in
 BF16 and written twice in the low-precision format, once per GEMM layout that consumes it (the
 forward and the backward GEMMs reduce over different axes, so block-scaled and transposed
@@ -102,9 +103,9 @@ def linear_layer_step(tokens: int, in_features: int, out_features: int, gpu,
     fused = checks.boolean("fused", fused)
     g = roofline.resolve_gpu(gpu)
     if scheme == "mxfp8" and not hardware.runs_mx(g):
-        raise ValueError(f"scheme='mxfp8' needs compute capability 10.0 or higher (Blackwell); "
-                         f"{g.name} is {g.compute_capability or 'not an NVIDIA GPU'}: use "
-                         f"'fp8_tensor' or 'fp8_block'")
+        raise ValueError(f"scheme='mxfp8' needs MX block-scaled matrix instructions (NVIDIA "
+                         f"compute capability 10.0 or higher, AMD gfx950); {g.name} is "
+                         f"{g.compute_capability}: use 'fp8_tensor' or 'fp8_block'")
     flops = 3 * 2.0 * m * n * k
     elements = m * k + k * n + m * n  # x, w and g
     # forward, dgrad and wgrad each read two of x, w, g and write the third

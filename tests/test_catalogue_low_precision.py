@@ -83,8 +83,9 @@ def test_linear_layer_step_on_h100():
 
 
 def test_few_tokens_make_the_gemms_memory_bound():
-    # one token: each GEMM reads two of x, w, g and writes the third, at H100's 3.35 TB/s;
-    # the FLOPs alone (2 x 4096 x 16384 per GEMM at 989.4 TFLOP/s) would take 1,000x less
+    # one token: each GEMM reads two of x, w, g and writes the third (the model's byte count,
+    # BF16 outputs: an assumption, not a cited figure) at H100's 3.35 TB/s (datasheet); the
+    # FLOPs alone (2 x 4096 x 16384 per GEMM at 989.4 TFLOP/s) would take 1,000x less
     k, n = 4096, 4 * 4096
     elements = k + k * n + n
     step = speedup.linear_layer_step(1, k, n, "H100", "fp8_tensor")

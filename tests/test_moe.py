@@ -162,7 +162,7 @@ def test_top_k_above_experts_is_refused():
     # group-limited routing enumerates the group choices: C(64, 32) ~ 1.8e18 would never end
     (lambda: preset("deepseek-v3", router_groups=64, router_group_topk=32), "router_group_topk"),
     (lambda: moe.copies_per_token("deepep", 64, 1, 8, 1024, 8, groups=64, group_topk=32),
-     "router_group_topk"),
+     "group_topk=32 of groups=64"),  # its own parameters' names
     (lambda: moe.copies_per_token("deepep", 0, 1, 8, 256, 8), "size must be >= 1"),
     (lambda: moe.copies_per_token("deepep", 64, 1, 8, 256, 8, groups=8, group_topk=0),
      "group_topk must be >= 1"),

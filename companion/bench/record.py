@@ -51,8 +51,11 @@ def _cpu_name() -> str:
 def _program() -> str:
     """How this process was started, as a command one can type again: ``python -m pkg`` for a
     package's ``__main__.py``, else the script's name."""
-    path = Path(sys.argv[0])
-    return f"python -m {path.parent.name}" if path.name == "__main__.py" else path.name
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:  # started with -m: the module's dotted name
+        name = spec.name.removesuffix(".__main__")
+        return f"python -m {name}"
+    return Path(sys.argv[0]).name
 
 
 def provenance(device: str = "cpu") -> dict:
