@@ -96,6 +96,7 @@ def _dispatch(argv: list[str]) -> int:
              "                                               run a real kernel benchmark\n"
              "  plan --model M --gpu G --gpus N --global-batch B [--top K] [--explain] [--json]\n"
              "                                               fastest parallel layouts\n"
+             "  plan --list                                  the models, GPUs and systems it takes\n"
              "  check [CLAIM_ID ...] [--json] | --exercise ID ANSWER\n"
              "                                               recompute the seeds' claims\n"
              "  env [--device cuda]                          print this machine's provenance\n")

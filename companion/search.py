@@ -426,10 +426,32 @@ _CLI_FLAGS = {"exact_batch=False": "--round-batch", "uneven_stages=True": "--une
               "pass system= (a registry name or a Cluster)": "pass --system (a registry name)"}
 
 
+def _print_choices() -> None:
+    """``plan --list``: the names --model, --gpu and --system take."""
+    from companion.model import presets
+    print("models (--model): name, parameters, active per token, sequence length")
+    for name in presets():
+        m = preset(name)
+        active = f", {m.active_params / 1e9:,.1f}B active" if m.is_moe else ""
+        print(f"  {name:<24} {m.params / 1e9:>8,.1f}B{active}, seq {m.seq_len:,}")
+    gpus = hardware.gpus()
+    # a registry system holds them, or (A100) machine.cluster's DGX A100 of the 2021-22 papers
+    held = gpus["key"].isin(set(hardware.systems()["gpu"])) | gpus["key"].str.startswith("a100")
+    print("GPUs (--gpu, the short name first) with a system to put them in:")
+    for _, g in gpus[held].iterrows():
+        print(f"  {g['aliases'].split(';')[0]:<8} {g['name']}")
+    print("systems (--system): " + ", ".join(hardware.systems()["name"]))
+
+
 def main(argv=None) -> int:
     """``python -m companion plan``: the fastest layouts, compact, with bands and conventions."""
     import argparse
     import json
+
+    argv = sys.argv[1:] if argv is None else argv
+    if "--list" in argv:
+        _print_choices()
+        return 0
 
     p = _Parser(prog="python -m companion plan",
                 description="Search every Megatron layout; print the fastest.")
@@ -470,6 +492,8 @@ def main(argv=None) -> int:
                         "practice); default 0")
     p.add_argument("--explain", action="store_true", help="print the best layout's breakdown")
     p.add_argument("--json", action="store_true", help="print JSON with every field")
+    p.add_argument("--list", action="store_true",
+                   help="list the models, GPUs and systems the other flags take, and stop")
     args = p.parse_args(argv)
     try:
         gpus = _count("--gpus", 1, MAX_GPUS)(args.gpus)

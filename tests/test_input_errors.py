@@ -177,3 +177,12 @@ def test_array_builders_and_row_readers_name_what_they_want():
         parallel.run_layout({})
     with pytest.raises(TypeError, match="row must be a row of published_runs"):
         parallel.role({})
+
+
+def test_plan_lists_what_its_flags_take(capsys):
+    from companion.__main__ import main
+    assert main(["plan", "--list"]) == 0
+    out = capsys.readouterr().out
+    # a preset with its size and sequence, a GPU the planner can place, every registry system
+    assert "llama3-405b" in out and "seq 8,192" in out and "GB200 NVL72" in out
+    assert "A100" in out and "H100 SXM" in out
