@@ -195,6 +195,12 @@ class GPU:
         on an H100 "80 GB"), else ``hbm_bytes``. Allocator and CUDA context take more."""
         return self.hbm_visible_bytes if self.hbm_visible_bytes is not None else self.hbm_bytes
 
+    @property
+    def usable_hbm_basis(self) -> str:
+        """Which figure :attr:`usable_hbm_bytes` is, in words."""
+        return ("driver-visible HBM" if self.hbm_visible_bytes is not None else
+                "raw HBM: no driver-visible figure is published")
+
     def _field(self, field):
         if not isinstance(field, str):
             raise TypeError(f"field must be a GPU attribute name (a string); got "

@@ -26,7 +26,7 @@ import pandas as pd
 from companion import checks, hardware
 from companion.calibration import DEFAULT, Calibration, checked
 from companion.model import RECOMPUTE, STEP_PRECISIONS, Layout, Transformer, layout_text, preset
-from companion.machine import check_fp8_recipe, domain_fill, resolve, stack
+from companion.machine import check_fp8_recipe, cluster, domain_fill, resolve, stack
 from companion.steptime import (check_split, derived_arrays, memory_arrays, needs_slots,
                                 stage_layers, step_arrays)
 from companion.validation import band
@@ -324,8 +324,7 @@ def search(model, gpu, num_gpus: int, global_batch: int, *, system=None,
                        cuda_graphs=st.cuda_graphs, precision=precision,
                        flop_convention=flop_convention, peak_flops=g.peak_flops(precision),
                        band_basis=basis, capacity_gb=g.usable_hbm_bytes / 1e9,
-                       capacity_basis="driver-visible HBM" if g.hbm_visible_bytes else
-                       "raw HBM: no driver-visible figure is published",
+                       capacity_basis=g.usable_hbm_basis,
                        global_batch=global_batch)
     return frame
 
@@ -434,11 +433,15 @@ def _print_choices() -> None:
         m = preset(name)
         active = f", {m.active_params / 1e9:,.1f}B active" if m.is_moe else ""
         print(f"  {name:<24} {m.params / 1e9:>8,.1f}B{active}, seq {m.seq_len:,}")
+    def placed(key):  # machine.cluster finds the GPU a system (its rule, not a copy of it)
+        try:
+            return bool(cluster(key))
+        except ValueError:
+            return False
+
     gpus = hardware.gpus()
-    # a registry system holds them, or (A100) machine.cluster's DGX A100 of the 2021-22 papers
-    held = gpus["key"].isin(set(hardware.systems()["gpu"])) | gpus["key"].str.startswith("a100")
     print("GPUs (--gpu, the short name first) with a system to put them in:")
-    for _, g in gpus[held].iterrows():
+    for _, g in gpus[gpus["key"].map(placed)].iterrows():
         print(f"  {g['aliases'].split(';')[0]:<8} {g['name']}")
     print("systems (--system): " + ", ".join(hardware.systems()["name"]))
 
